@@ -1,0 +1,175 @@
+"""The one settings tree, and where Sourcebook keeps a user's files.
+
+Precedence, highest first: environment (``SOURCEBOOK_<GROUP>__<FIELD>``, e.g.
+``SOURCEBOOK_RETRIEVAL__DEFAULT_K=20``), then ``<home>/settings.json``, then the defaults here.
+
+Everything written for a user lives under one *home* directory: the platform's user data dir, or
+``SOURCEBOOK_HOME`` / ``--home PATH``. Large shared caches (assembled model files) live in the user
+cache dir, or ``SOURCEBOOK_MODELS_DIR``, so a second home does not copy them again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from core.errors import ConfigError
+
+SCHEMA_VERSION = 1
+APP_NAME = "sourcebook"
+
+
+class LibrarySettings(BaseModel):
+    path: Path | None = Field(
+        None, description="Library folder; default `<home>/library`. May be shared storage."
+    )
+
+
+class IngestSettings(BaseModel):
+    max_file_mb: int = Field(512, ge=1, description="Files larger than this are refused.")
+    max_pages: int = Field(5000, ge=1, description="PDFs with more pages are refused.")
+    passage_max_tokens: int = Field(
+        200, ge=32, le=256, description="Word pieces per passage (MiniLM's hard limit is 256)."
+    )
+    embed_batch_size: int = Field(64, ge=1, description="Passages embedded per batch.")
+
+
+class RetrievalSettings(BaseModel):
+    default_k: int = Field(10, ge=1, le=200, description="Hits returned by a search.")
+    graph_expansion: bool = Field(False, description="Expand hits through the knowledge graph.")
+
+
+class RoleModels(BaseModel):
+    router: str | None = Field(None, description="Model for source routing; default if unset.")
+    planner: str | None = Field(None, description="Model for planning; default if unset.")
+    researcher: str | None = Field(None, description="Model for researchers; default if unset.")
+    writer: str | None = Field(None, description="Model for the writer; default if unset.")
+
+
+class EndpointSettings(BaseModel):
+    name: str = Field(..., description="Name used to select this endpoint's model.")
+    base_url: str = Field(..., description="OpenAI-compatible base URL, e.g. http://host/v1.")
+    model: str = Field(..., description="Model name the server knows.")
+    api_key_env: str | None = Field(
+        None, description="Environment variable holding the API key (never stored in files)."
+    )
+    api_key: str | None = Field(None, description="API key; prefer api_key_env.", repr=False)
+    context_size: int = Field(8192, ge=512, description="Context window of the served model.")
+    timeout_s: float = Field(120.0, gt=0, description="Per-request timeout.")
+
+
+class ModelSettings(BaseModel):
+    default: str = Field(
+        "qwen2.5-coder-1.5b-instruct-q4_k_m", description="Model for roles without their own."
+    )
+    roles: RoleModels = Field(default_factory=RoleModels)
+    search_paths: list[Path] = Field(
+        default_factory=list, description="Extra folders scanned for GGUF files."
+    )
+    endpoints: list[EndpointSettings] = Field(
+        default_factory=list, description="OpenAI-compatible servers."
+    )
+    threads: int = Field(2, ge=1, description="CPU threads for llama.cpp.")
+    context_size: int = Field(8192, ge=512, description="llama.cpp context window (tokens).")
+    embedder_threads: int = Field(2, ge=1, description="CPU threads for the embedder.")
+    embedder_runtime: Literal["onnx", "torch"] = Field(
+        "onnx", description="Run MiniLM on ONNX Runtime (default, faster start) or on torch."
+    )
+
+
+class ResearchSettings(BaseModel):
+    max_workers: int = Field(3, ge=1, description="Concurrent researcher workers.")
+    max_tool_calls: int = Field(20, ge=1, description="Tool calls per worker.")
+    max_steps: int = Field(50, ge=1, description="Steps per worker.")
+    fetch_chars: int = Field(12000, ge=500, description="Characters per evidence fetch.")
+    max_rounds: int = Field(2, ge=1, description="Follow-up rounds for gaps.")
+
+
+class WebSettings(BaseModel):
+    enabled: bool = Field(False, description="Allow fetching web pages. Off by default.")
+    allow_local_hosts: bool = Field(
+        False, description="Allow loopback/private hosts (for local servers only)."
+    )
+    max_bytes: int = Field(20_000_000, ge=1, description="Largest response accepted.")
+    timeout_s: float = Field(20.0, gt=0, description="Per-request timeout.")
+    max_redirects: int = Field(5, ge=0, description="Redirects followed.")
+
+
+class UISettings(BaseModel):
+    first_run_done: bool = Field(False, description="The welcome screen was shown.")
+
+
+class Settings(BaseSettings):
+    """All of Sourcebook's settings, in nested groups."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SOURCEBOOK_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    schema_version: int = Field(SCHEMA_VERSION, description="Settings file format version.")
+    library: LibrarySettings = Field(default_factory=LibrarySettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    models: ModelSettings = Field(default_factory=ModelSettings)
+    research: ResearchSettings = Field(default_factory=ResearchSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
+    ui: UISettings = Field(default_factory=UISettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment overrides the settings file (passed in as init values).
+        return (env_settings, init_settings)
+
+
+def default_home() -> Path:
+    env = os.environ.get("SOURCEBOOK_HOME")
+    return Path(env).expanduser() if env else Path(platformdirs.user_data_dir(APP_NAME))
+
+
+def models_cache_dir() -> Path:
+    env = os.environ.get("SOURCEBOOK_MODELS_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_cache_dir(APP_NAME)) / "models"
+
+
+def load_settings(home: Path) -> Settings:
+    """Read ``<home>/settings.json`` (if any) under the environment's overrides."""
+    path = home / "settings.json"
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(
+                f"Cannot read settings file {path}: {exc}.",
+                hint="Fix the JSON or delete the file to return to the defaults.",
+            ) from exc
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError(
+            f"Invalid settings in {path} or SOURCEBOOK_* variables: {exc}",
+            hint="Fix or remove the setting named above.",
+        ) from exc
+
+
+def save_settings(home: Path, settings: Settings) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "settings.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(settings.model_dump_json(indent=2, exclude_none=True), encoding="utf-8")
+    tmp.replace(path)

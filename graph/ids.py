@@ -1,0 +1,42 @@
+"""Content-derived ids. The same bytes always give the same ids."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+EVIDENCE_PREFIX = "ev1:"
+_SPAN_RE = re.compile(r"^(ev1:[0-9a-f]{16})#(\d+)-(\d+)$")
+_PASSAGE_RE = re.compile(r"^ev1:[0-9a-f]{16}$")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def document_id(content_sha256: str) -> str:
+    return "doc_" + content_sha256[:16]
+
+
+def passage_id(content_sha256: str, ordinal: int, text: str) -> str:
+    h = hashlib.sha256(f"{content_sha256}\x00{ordinal}\x00{text}".encode()).hexdigest()
+    return EVIDENCE_PREFIX + h[:16]
+
+
+def span_id(passage_id: str, start: int, end: int) -> str:
+    return f"{passage_id}#{start}-{end}"
+
+
+def entity_id(name: str, type_: str) -> str:
+    key = " ".join(name.lower().split())
+    return "ent_" + hashlib.sha256(f"{type_}\x00{key}".encode()).hexdigest()[:12]
+
+
+def parse_evidence_id(evidence_id: str) -> tuple[str, tuple[int, int] | None]:
+    """Split an evidence id into (passage id, span range or None). Raises ValueError."""
+    m = _SPAN_RE.match(evidence_id)
+    if m:
+        return m.group(1), (int(m.group(2)), int(m.group(3)))
+    if _PASSAGE_RE.match(evidence_id):
+        return evidence_id, None
+    raise ValueError(f"not an evidence id: {evidence_id!r}")

