@@ -1,0 +1,146 @@
+"""Generate small real PDFs with PyMuPDF for tests (two-column, tables, multi-page, scans...).
+
+Each function writes ``path`` and returns what a reader should find in it, so tests can compare.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pymupdf
+
+LEFT_SENTENCES = [
+    f"Left column sentence number {i} talks about alpha topics in some detail." for i in range(14)
+]
+RIGHT_SENTENCES = [
+    f"Right column sentence number {i} describes beta matters at similar length." for i in range(14)
+]
+
+
+def make_two_column_pdf(path: Path) -> dict[str, list[str]]:
+    """One page, a title across the top, then two prose columns whose lines share baselines."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    page.insert_text((72, 60), "A Study of Two Columns", fontsize=18, fontname="hebo")
+    left = pymupdf.Rect(50, 90, 296, 740)
+    right = pymupdf.Rect(316, 90, 562, 740)
+    rc1 = page.insert_textbox(left, " ".join(LEFT_SENTENCES), fontsize=10, fontname="helv")
+    rc2 = page.insert_textbox(right, " ".join(RIGHT_SENTENCES), fontsize=10, fontname="helv")
+    assert rc1 >= 0 and rc2 >= 0, "column text did not fit"
+    doc.save(path)
+    doc.close()
+    return {"left": LEFT_SENTENCES, "right": RIGHT_SENTENCES}
+
+
+def make_multipage_pdf(path: Path, pages: int) -> list[str]:
+    """``pages`` pages, each with a heading and a sentence naming its 1-based page number."""
+    doc = pymupdf.open()
+    sentences = []
+    for n in range(1, pages + 1):
+        page = doc.new_page(width=612, height=792)
+        page.insert_text((72, 72), f"Chapter {n}", fontsize=20, fontname="hebo")
+        s = f"This is the body text of page number {n} in the generated report."
+        page.insert_textbox(pymupdf.Rect(72, 100, 540, 300), s, fontsize=11, fontname="helv")
+        sentences.append(s)
+    doc.save(path)
+    doc.close()
+    return sentences
+
+
+TABLE_ROWS = [
+    ["Region", "Revenue", "Growth"],
+    ["North", "$1,200", "12%"],
+    ["South", "$950", "8%"],
+    ["East", "$1,430", "15%"],
+    ["West", "$780", "-3%"],
+]
+
+
+def make_table_pdf(path: Path) -> list[list[str]]:
+    """A paragraph, then a 3-column table drawn cell by cell (like most report PDFs)."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    page.insert_text((72, 72), "Quarterly Results", fontsize=18, fontname="hebo")
+    page.insert_textbox(
+        pymupdf.Rect(72, 90, 540, 140),
+        "The table below shows revenue and growth by region for the quarter.",
+        fontsize=11,
+        fontname="helv",
+    )
+    xs = [72, 260, 420]
+    y = 170
+    for r, row in enumerate(TABLE_ROWS):
+        for x, cell in zip(xs, row, strict=True):
+            page.insert_text((x, y), cell, fontsize=11, fontname="hebo" if r == 0 else "helv")
+        page.draw_line((72, y + 5), (540, y + 5), width=0.5)
+        y += 20
+    doc.save(path)
+    doc.close()
+    return TABLE_ROWS
+
+
+def make_headings_pdf(path: Path) -> None:
+    """Nested headings: a big title, section headings and a bold sub-heading, with prose."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    y = 72.0
+
+    def line(text: str, size: float, font: str, gap: float = 8) -> None:
+        nonlocal y
+        page.insert_text((72, y), text, fontsize=size, fontname=font)
+        y += size + gap
+
+    line("Annual Report", 22, "hebo", 14)
+    line("Introduction", 16, "hebo")
+    for i in range(3):
+        line(f"The introduction explains the purpose of report part {i}.", 11, "helv", 4)
+    y += 10
+    line("Methods", 16, "hebo")
+    line("Data Collection", 11, "hebo", 6)
+    for i in range(3):
+        line(f"Data was collected from source number {i} during the year.", 11, "helv", 4)
+    doc.save(path)
+    doc.close()
+
+
+def make_image_only_pdf(path: Path, *, text_pages: int = 0) -> None:
+    """A 'scanned' page (a full-page image, no text layer), after ``text_pages`` text pages."""
+    doc = pymupdf.open()
+    for n in range(text_pages):
+        page = doc.new_page(width=612, height=792)
+        page.insert_text((72, 72), f"Text page {n + 1} has a real text layer.", fontsize=12)
+    page = doc.new_page(width=612, height=792)
+    pix = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 200, 260), False)
+    pix.clear_with(200)
+    page.insert_image(page.rect, pixmap=pix)
+    doc.save(path)
+    doc.close()
+
+
+def make_encrypted_pdf(path: Path, password: str = "secret") -> None:
+    """A PDF that needs a user password to open."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 72), "Confidential text.", fontsize=12)
+    doc.save(
+        path,
+        encryption=pymupdf.PDF_ENCRYPT_AES_256,
+        user_pw=password,
+        owner_pw=password + "-owner",
+    )
+    doc.close()
+
+
+def make_long_pdf(path: Path, pages: int, sentences_per_page: int = 30) -> None:
+    """Many pages of prose (for token-limit and speed tests)."""
+    doc = pymupdf.open()
+    for n in range(pages):
+        page = doc.new_page(width=612, height=792)
+        text = " ".join(
+            f"Sentence {k} on page {n + 1} discusses the Federal Reserve and inflation of 3.5% "
+            f"in March 2021, with revenue of $4.2 billion."
+            for k in range(sentences_per_page)
+        )
+        page.insert_textbox(pymupdf.Rect(60, 60, 552, 740), text, fontsize=9, fontname="helv")
+    doc.save(path)
+    doc.close()
