@@ -1,0 +1,306 @@
+"""The lancedb index: one table ``passages`` with text, vector and filter columns.
+
+Facts this module relies on (checked against lancedb 0.40):
+- the native full-text index (``create_index("text", config=FTS())``) also searches rows added
+  after it was built (they are scanned flat until ``optimize()`` folds them in), so keyword
+  search works the moment ``stage`` has appended a document's rows;
+- rows whose ``vector`` is null are skipped by vector search, so staged-but-not-embedded rows
+  need no placeholder vector; an ``embedded`` bool column is kept for counting and filters;
+- ``merge_insert("passage_id")`` with only (passage_id, embedded, vector) updates those columns.
+
+Vector search is brute force until ``ann_threshold`` embedded rows; then an ANN index (cosine)
+is built once, folded forward by ``optimize()``, and retrained when the table has doubled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, cast
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+from lancedb.background_loop import LOOP
+from lancedb.index import FTS, BTree, HnswSq
+
+from graph.errors import GraphError
+from graph.schemas import Passage
+
+logger = logging.getLogger(__name__)
+
+TABLE = "passages"
+
+
+def _batches(items: list[str], size: int) -> list[list[str]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def sql_str(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_in(column: str, values: Iterable[str], negate: bool = False) -> str:
+    vals = ",".join(sql_str(v) for v in values)
+    return f"{column} {'NOT IN' if negate else 'IN'} ({vals})"
+
+
+class PassageIndex:
+    """lancedb table of passages: full-text and vector search with doc_id prefilters.
+
+    Why: the catalog is the source of truth; this is the derived, rebuildable search index.
+    Threading: writes (add, set_vectors, delete, maintain) come from the store's single writer
+    thread; searches may run concurrently from other threads (lancedb tables are safe for
+    concurrent reads; the small bookkeeping here is guarded by a lock).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        vector_dim: int,
+        *,
+        ann_threshold: int = 50_000,
+        optimize_every: int = 10_000,
+    ) -> None:
+        self.vector_dim = vector_dim
+        self.ann_threshold = ann_threshold
+        self.optimize_every = optimize_every
+        self._lock = threading.Lock()
+        self._rows_since_optimize = 0
+        self._schema = pa.schema(
+            [
+                pa.field("passage_id", pa.string(), nullable=False),
+                pa.field("doc_id", pa.string(), nullable=False),
+                pa.field("ordinal", pa.int32(), nullable=False),
+                pa.field("text", pa.string(), nullable=False),
+                pa.field("embedded", pa.bool_(), nullable=False),
+                pa.field("vector", pa.list_(pa.float32(), vector_dim), nullable=True),
+            ]
+        )
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            self._db = lancedb.connect(str(path))
+            if TABLE in self._db.list_tables().tables:
+                self._table = self._db.open_table(TABLE)
+                field = self._table.schema.field("vector")
+                dim = field.type.list_size
+                if dim != vector_dim:
+                    raise GraphError(
+                        f"the index at {path} holds {dim}-dimensional vectors but the embedder "
+                        f"gives {vector_dim}: remove the index folder to rebuild it"
+                    )
+            else:
+                self._table = self._db.create_table(TABLE, schema=self._schema)
+            # the AsyncTable the sync one wraps (bound to lancedb's background loop ``LOOP``)
+            self._atable: Any = cast(Any, self._table)._table
+            names = {i.name for i in self._table.list_indices()}
+            if "text_idx" not in names:
+                self._table.create_index("text", config=FTS(), name="text_idx")
+            for col in ("passage_id", "doc_id"):
+                if f"{col}_idx" not in names:
+                    self._table.create_index(col, config=BTree(), name=f"{col}_idx")
+            self._ann_rows = self._ann_index_rows()
+        except GraphError:
+            raise
+        except Exception as exc:  # lancedb raises ValueError/RuntimeError/OSError
+            raise GraphError(f"cannot open the index {path}: {exc}") from exc
+
+    # -- bookkeeping ------------------------------------------------------------------------
+
+    def _ann_index_rows(self) -> int:
+        for info in self._table.list_indices():
+            if info.name == "vector_idx":
+                stats = self._table.index_stats("vector_idx")
+                return stats.num_indexed_rows if stats is not None else 0
+        return 0
+
+    def has_ann_index(self) -> bool:
+        return self._ann_rows > 0
+
+    def count(self, where: str | None = None) -> int:
+        return int(self._table.count_rows(where))
+
+    def doc_ids(self) -> set[str]:
+        """Every doc_id present in the index (a scan of one column)."""
+        tab = self._table.search().select(["doc_id"]).limit(None).to_arrow()
+        return set(tab.column("doc_id").unique().to_pylist())
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def add_passages(self, by_doc: dict[str, list[Passage]]) -> None:
+        """Append documents' passages (no vectors yet) in one write; replaces rows left by a
+        failed try."""
+        passages = [p for ps in by_doc.values() for p in ps]
+        if not passages:
+            return
+        for doc_ids in _batches(list(by_doc), 500):
+            where = sql_in("doc_id", doc_ids)
+            if self._table.count_rows(where):
+                self._table.delete(where)
+        n = len(passages)
+        table = pa.table(
+            {
+                "passage_id": [p.passage_id for p in passages],
+                "doc_id": [p.doc_id for p in passages],
+                "ordinal": pa.array([p.ordinal for p in passages], pa.int32()),
+                "text": [p.text for p in passages],
+                "embedded": [False] * n,
+                "vector": pa.nulls(n, pa.list_(pa.float32(), self.vector_dim)),
+            },
+            schema=self._schema,
+        )
+        self._table.add(table)
+        with self._lock:
+            self._rows_since_optimize += n
+
+    def set_vectors(self, passage_ids: list[str], vectors: np.ndarray) -> None:
+        vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vecs.ndim != 2 or vecs.shape != (len(passage_ids), self.vector_dim):
+            raise GraphError(
+                f"expected vectors of shape ({len(passage_ids)}, {self.vector_dim}), "
+                f"got {vecs.shape}"
+            )
+        if not passage_ids:
+            return
+        upd = pa.table(
+            {
+                "passage_id": passage_ids,
+                "embedded": [True] * len(passage_ids),
+                "vector": pa.FixedSizeListArray.from_arrays(
+                    pa.array(vecs.ravel()), self.vector_dim
+                ),
+            }
+        )
+        self._table.merge_insert("passage_id").when_matched_update_all().execute(upd)
+
+    def delete_docs(self, doc_ids: Iterable[str]) -> None:
+        for batch in _batches(list(doc_ids), 500):
+            self._table.delete(sql_in("doc_id", batch))
+
+    def maintain(self, force: bool = False) -> dict[str, float]:
+        """Compact and fold new rows into the indexes; build or retrain the ANN index.
+
+        Cheap to call often: does nothing until ``optimize_every`` rows arrived (or ``force``).
+        Returns what it did, with seconds spent.
+        """
+        done: dict[str, float] = {}
+        with self._lock:
+            pending = self._rows_since_optimize
+        if not force and pending < self.optimize_every:
+            return done
+        embedded = self.count("embedded")
+        if embedded >= self.ann_threshold and (
+            self._ann_rows == 0 or embedded >= 2 * self._ann_rows
+        ):
+            t0 = time.perf_counter()
+            self._table.create_index(
+                "vector",
+                config=HnswSq(distance_type="cosine", m=16, ef_construction=100),
+                name="vector_idx",
+                replace=True,
+            )
+            self._ann_rows = self._ann_index_rows()
+            done["ann_build_s"] = time.perf_counter() - t0
+            logger.info(
+                "built the ANN index over %s vectors in %.1f s", embedded, done["ann_build_s"]
+            )
+        t0 = time.perf_counter()
+        self._table.optimize()
+        with self._lock:
+            self._rows_since_optimize = 0
+        self._ann_rows = self._ann_index_rows()
+        done["optimize_s"] = time.perf_counter() - t0
+        logger.info("optimized the index (%s new rows) in %.1f s", pending, done["optimize_s"])
+        return done
+
+    # -- reads ------------------------------------------------------------------------------
+
+    # The sync lancedb API costs one event-loop round trip per query; the two candidate lists of
+    # a hybrid search are fetched with one ``asyncio.gather`` on lancedb's own background loop
+    # (the sync table wraps an AsyncTable bound to it), which halves hybrid latency.
+
+    async def _vector_async(
+        self, vector: np.ndarray, limit: int, where: str | None
+    ) -> list[tuple[str, float]]:
+        q: Any = (
+            self._atable.query()
+            .nearest_to(np.asarray(vector, dtype=np.float32))
+            .column("vector")
+            .distance_type("cosine")
+            .limit(limit)
+            .select(["passage_id"])
+        )
+        if self._ann_rows:
+            q = q.ef(max(64, 2 * limit))
+        if where:
+            q = q.where(where)
+        tab = await q.to_arrow()
+        ids = tab.column("passage_id").to_pylist()
+        dist = tab.column("_distance").to_numpy()
+        return [(pid, 1.0 - float(d)) for pid, d in zip(ids, dist, strict=True)]
+
+    async def _keyword_async(
+        self, text: str, limit: int, where: str | None
+    ) -> list[tuple[str, float]]:
+        if not any(ch.isalnum() for ch in text):
+            return []
+        q: Any = self._atable.query().nearest_to_text(text).limit(limit).select(["passage_id"])
+        if where:
+            q = q.where(where)
+        tab = await q.to_arrow()
+        ids = tab.column("passage_id").to_pylist()
+        scores = tab.column("_score").to_numpy()
+        return [(pid, float(s)) for pid, s in zip(ids, scores, strict=True)]
+
+    async def _both_async(
+        self, vector: np.ndarray, text: str, limit: int, where: str | None
+    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        dense, kw = await asyncio.gather(
+            self._vector_async(vector, limit, where), self._keyword_async(text, limit, where)
+        )
+        return dense, kw
+
+    def vector_search(
+        self, vector: np.ndarray, limit: int, where: str | None
+    ) -> list[tuple[str, float]]:
+        """(passage_id, cosine similarity), best first."""
+        result: list[tuple[str, float]] = LOOP.run(self._vector_async(vector, limit, where))
+        return result
+
+    def keyword_search(self, text: str, limit: int, where: str | None) -> list[tuple[str, float]]:
+        """(passage_id, BM25 score), best first. Empty for a query with no searchable word."""
+        result: list[tuple[str, float]] = LOOP.run(self._keyword_async(text, limit, where))
+        return result
+
+    def hybrid_candidates(
+        self, vector: np.ndarray, text: str, limit: int, where: str | None
+    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """Both candidate lists, fetched concurrently."""
+        result: tuple[list[tuple[str, float]], list[tuple[str, float]]] = LOOP.run(
+            self._both_async(vector, text, limit, where)
+        )
+        return result
+
+    def vectors_for(self, passage_ids: list[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of some passages (those not embedded yet are absent)."""
+        out: dict[str, np.ndarray] = {}
+        for i in range(0, len(passage_ids), 500):
+            chunk = passage_ids[i : i + 500]
+            tab = (
+                self._table.search()
+                .where(sql_in("passage_id", chunk) + " AND embedded")
+                .select(["passage_id", "vector"])
+                .limit(len(chunk))
+                .to_arrow()
+            )
+            if tab.num_rows == 0:
+                continue
+            flat = tab.column("vector").combine_chunks().flatten().to_numpy()
+            mat = flat.reshape(tab.num_rows, self.vector_dim)
+            for pid, row in zip(tab.column("passage_id").to_pylist(), mat, strict=True):
+                out[pid] = row
+        return out
