@@ -9,7 +9,7 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 
 SAMPLE_QUESTION ?= What are the strategic goals of the Department of Labor?
 
-.PHONY: run test lint pytest bench clean-venv
+.PHONY: run test lint pytest bench clean-venv system-deps
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Sourcebook needs Python 3.11"'
@@ -24,11 +24,15 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e '.[test,starter-fast]'
 	@touch $@
 
-run: $(VENV)/.run-installed
+# Debian packages (Tesseract for OCR, Xvfb for screenshots), installed when missing and root.
+system-deps:
+	@bash packaging/system-deps.sh
+
+run: system-deps $(VENV)/.run-installed
 	$(BIN)/sourcebook add resources/samples --collection samples
 	$(BIN)/sourcebook search "$(SAMPLE_QUESTION)" -k 5
 
-test: $(VENV)/.test-installed lint pytest
+test: system-deps $(VENV)/.test-installed lint pytest
 
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .

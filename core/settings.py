@@ -38,6 +38,20 @@ class IngestSettings(BaseModel):
         200, ge=32, le=256, description="Word pieces per passage (MiniLM's hard limit is 256)."
     )
     embed_batch_size: int = Field(64, ge=1, description="Passages embedded per batch.")
+    ocr_enabled: bool = Field(
+        True, description="OCR PDF pages without a text layer (needs Tesseract installed)."
+    )
+    ocr_languages: str = Field(
+        "eng", description="Tesseract languages, e.g. `eng` or `eng+deu` (needs their data)."
+    )
+    ocr_dpi: int = Field(
+        300, ge=72, le=1200, description="Render resolution for OCR (raised to a scan's own)."
+    )
+    ocr_psm: int = Field(
+        1, ge=0, le=13, description="Tesseract page segmentation mode (1: auto + orientation)."
+    )
+    ocr_workers: int = Field(2, ge=1, le=16, description="Tesseract processes run at once.")
+    ocr_page_timeout_s: float = Field(180.0, gt=0, description="Longest OCR of one page.")
 
 
 class RetrievalSettings(BaseModel):
@@ -99,6 +113,11 @@ class WebSettings(BaseModel):
     max_bytes: int = Field(20_000_000, ge=1, description="Largest response accepted.")
     timeout_s: float = Field(20.0, gt=0, description="Per-request timeout.")
     max_redirects: int = Field(5, ge=0, description="Redirects followed.")
+    local_allowlist: list[str] = Field(
+        default_factory=list,
+        description="`host:port` entries (e.g. `127.0.0.1:8888`) allowed although local, "
+        "when allow_local_hosts is off; everything else local stays refused.",
+    )
 
 
 class UISettings(BaseModel):

@@ -248,13 +248,15 @@ class OnnxEmbedder:
         model = AutoModel.from_pretrained(str(self.model_dir), local_files_only=True)
         model.eval()
         ids = torch.ones((2, 8), dtype=torch.int64)
+        mask = torch.ones_like(ids)
+        mask[1, 5:] = 0  # trace with padding, so the exported graph keeps the masking path
         axes = {0: "batch", 1: "tokens"}
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.onnx_path.with_suffix(f".{os.getpid()}.tmp")
         try:
             torch.onnx.export(
                 _Encoder(model),
-                (ids, torch.ones_like(ids), torch.zeros_like(ids)),
+                (ids, mask, torch.zeros_like(ids)),
                 str(tmp),
                 input_names=["input_ids", "attention_mask", "token_type_ids"],
                 output_names=["last_hidden_state"],

@@ -20,7 +20,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from core.errors import CorruptFileError, EmptyFileError, IngestError, UnsupportedFileError
+from core.errors import (
+    CancelledError,
+    CorruptFileError,
+    EmptyFileError,
+    IngestError,
+    UnsupportedFileError,
+)
 from core.ingest.chunking import Block, chunk_blocks
 from core.ingest.detect import (
     FILE_SUFFIXES,
@@ -31,6 +37,7 @@ from core.ingest.detect import (
 )
 from core.ingest.entities import extract_mentions
 from core.ingest.jsonl import JsonlRecords, canonical_record_bytes
+from core.ingest.ocr import OcrProgress
 from core.ingest.pdf import read_pdf
 from core.ingest.text import TextContent, decode_text, read_html, read_markdown, read_plain
 from core.settings import IngestSettings
@@ -103,9 +110,17 @@ def _assemble(
 
 
 def extract_file(
-    path: Path, *, settings: IngestSettings, count_tokens: TokenCounter
+    path: Path,
+    *,
+    settings: IngestSettings,
+    count_tokens: TokenCounter,
+    ocr_progress: OcrProgress | None = None,
 ) -> IngestedDocument:
-    """Read one PDF, text, Markdown or HTML file. Raises IngestError subclasses."""
+    """Read one PDF, text, Markdown or HTML file. Raises IngestError subclasses.
+
+    Scanned PDF pages are OCRed when Tesseract is installed; ``ocr_progress(done, total)`` is
+    called after each OCRed page and may raise :class:`CancelledError` to stop.
+    """
     path = Path(path).expanduser().resolve()
     kind, size = detect(path, max_file_mb=settings.max_file_mb)
     if kind == "jsonl":
@@ -125,7 +140,13 @@ def extract_file(
     problems: list[str] = []
     try:
         if kind == "pdf":
-            pdf = read_pdf(data, path=path, max_pages=settings.max_pages)
+            pdf = read_pdf(
+                data,
+                path=path,
+                max_pages=settings.max_pages,
+                ocr_settings=settings,
+                ocr_progress=ocr_progress,
+            )
             blocks, pages, problems, title = pdf.blocks, pdf.pages, pdf.problems, pdf.title
         else:
             text = decode_text(data, path=path)
@@ -156,7 +177,7 @@ def extract_file(
             settings=settings,
             count_tokens=count_tokens,
         )
-    except IngestError:
+    except (IngestError, CancelledError):
         raise
     except Exception as exc:
         logger.exception("unexpected failure reading %s", path)

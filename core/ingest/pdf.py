@@ -28,6 +28,8 @@ import pymupdf
 
 from core.errors import CorruptFileError, EncryptedFileError, FileTooLargeError
 from core.ingest.chunking import Block, WordBox
+from core.ingest.ocr import OcrBlock, OcrPage, OcrPageError, OcrProgress, ocr_engine
+from core.settings import IngestSettings
 from graph.schemas import Page
 
 logger = logging.getLogger(__name__)
@@ -464,20 +466,36 @@ def _ranges(nums: list[int]) -> str:
     return ", ".join(parts)
 
 
-def image_only_problem(page_numbers: list[int]) -> str:
-    """The problem text for scanned pages (1-based page numbers)."""
+def image_only_problem(page_numbers: list[int], reason: str = "OCR is not available") -> str:
+    """The problem text for scanned pages (1-based page numbers) that were not OCRed."""
     if len(page_numbers) == 1:
-        return (
-            f"page {page_numbers[0]} has no text layer (scanned image?); OCR is not available yet"
-        )
-    return (
-        f"pages {_ranges(page_numbers)} have no text layer (scanned images?); "
-        "OCR is not available yet"
-    )
+        return f"page {page_numbers[0]} has no text layer (scanned image?); {reason}"
+    return f"pages {_ranges(page_numbers)} have no text layer (scanned images?); {reason}"
 
 
-def read_pdf(data: bytes, *, path: Path, max_pages: int) -> PdfContent:
-    """Read a PDF's bytes into blocks in reading order. Raises IngestError subclasses."""
+def _ocr_builder(b: OcrBlock) -> _Builder:
+    """An OCR block (already in Tesseract's reading order) as a block of this reader."""
+    style = (b.size, False) if b.kind == "heading" else None
+    return _Builder(
+        kind=b.kind, page=b.page, style=style, parts=[b.text], words=list(b.words),
+        length=len(b.text), rows=b.rows,
+    )  # fmt: skip
+
+
+def read_pdf(
+    data: bytes,
+    *,
+    path: Path,
+    max_pages: int,
+    ocr_settings: IngestSettings | None = None,
+    ocr_progress: OcrProgress | None = None,
+) -> PdfContent:
+    """Read a PDF's bytes into blocks in reading order. Raises IngestError subclasses.
+
+    Pages without a text layer are OCRed when ``ocr_settings`` allow it and Tesseract is
+    installed (:mod:`core.ingest.ocr`; ``ocr_progress(done, total)`` after each page, and it may
+    raise to cancel); otherwise they are reported in ``problems``.
+    """
     name = path.name
     try:
         doc = pymupdf.open(stream=data, filetype="pdf")
@@ -517,6 +535,13 @@ def read_pdf(data: bytes, *, path: Path, max_pages: int) -> PdfContent:
                     path=path,
                 ) from exc
             pages_data.append(pd)
+        scans = [pd.index for pd in pages_data if pd.image_only]
+        ocr_results: dict[int, OcrPage | OcrPageError] = {}
+        no_ocr = "OCR is not available"
+        if scans and ocr_settings is not None:
+            engine, no_ocr = ocr_engine(ocr_settings)
+            if engine is not None:
+                ocr_results = engine.ocr_pages(doc, scans, progress=ocr_progress)
         metadata = doc.metadata or {}
     finally:
         doc.close()
@@ -525,22 +550,41 @@ def read_pdf(data: bytes, *, path: Path, max_pages: int) -> PdfContent:
     builders: list[_Builder] = []
     pages: list[Page] = []
     scanned: list[int] = []
+    ocred: list[int] = []
+    ocr_empty: list[int] = []
     for pd in pages_data:
+        ocr = ocr_results.get(pd.index)
         pages.append(
             Page(
                 page_index=pd.index,
                 width=pd.width,
                 height=pd.height,
-                char_count=pd.chars,
+                char_count=ocr.chars if isinstance(ocr, OcrPage) else pd.chars,
                 has_text_layer=not pd.image_only and pd.chars > 0,
             )
         )
         if pd.image_only:
-            scanned.append(pd.index + 1)
+            if isinstance(ocr, OcrPage) and ocr.blocks:
+                ocred.append(pd.index + 1)
+                builders.extend(_ocr_builder(b) for b in ocr.blocks)
+            elif isinstance(ocr, OcrPage):
+                ocr_empty.append(pd.index + 1)
+            elif isinstance(ocr, OcrPageError):
+                problems.append(image_only_problem([pd.index + 1], f"OCR failed: {ocr}"))
+            else:
+                scanned.append(pd.index + 1)
             continue
         builders.extend(_page_blocks(pd, body))
     if scanned:
-        problems.append(image_only_problem(scanned))
+        problems.append(image_only_problem(scanned, no_ocr))
+    if ocr_empty:
+        problems.append(image_only_problem(ocr_empty, "OCR found no text"))
+    if ocred:
+        problems.append(
+            f"{'pages' if len(ocred) > 1 else 'page'} {_ranges(ocred)} had no text layer and "
+            f"{'were' if len(ocred) > 1 else 'was'} read by OCR (Tesseract); "
+            "recognition errors are possible"
+        )
 
     styles = sorted(
         {b.style for b in builders if b.kind == "heading" and b.style is not None},

@@ -192,7 +192,63 @@ def read_html(text: str) -> TextContent:
     for tag in _DROP_TAGS:
         for node in tree.css(tag):
             node.decompose()
-    root = tree.body or tree.root
+    return _html_blocks(tree.body or tree.root, title)
+
+
+_WEB_DROP = (
+    "nav, aside, form, dialog, menu, [hidden], [aria-hidden=true], [role=navigation], "
+    "[role=banner], [role=contentinfo], [role=complementary], [role=search], [role=dialog]"
+)
+
+
+def read_web_html(text: str) -> TextContent:
+    """A fetched web page's main content: like :func:`read_html`, minus the boilerplate.
+
+    The content root is ``<main>`` (or ``[role=main]``, or the only ``<article>``), else the
+    body. Navigation, asides, forms, hidden elements and the page-level ``<header>`` and
+    ``<footer>`` (those outside ``<main>``/``<article>``) are dropped; headings are kept. The
+    title is the page's ``og:title``, else its ``<title>``, else its first ``<h1>``.
+    """
+    tree = LexborHTMLParser(text)
+    og = tree.css_first('meta[property="og:title"]')
+    og_title = _clean(og.attributes.get("content") or "") if og is not None else ""
+    title_node = tree.css_first("title")
+    title = og_title or (_clean(title_node.text()) if title_node is not None else "") or None
+    for tag in _DROP_TAGS:
+        for node in tree.css(tag):
+            node.decompose()
+    _decompose_outermost(tree.css(_WEB_DROP))
+    page_level: list[LexborNode] = []
+    for node in tree.css("header, footer"):
+        parent = node.parent
+        while parent is not None and parent.tag not in ("main", "article"):
+            parent = parent.parent
+        if parent is None:
+            page_level.append(node)
+    _decompose_outermost(page_level)
+    articles = tree.css("article")
+    root = (
+        tree.css_first("main")
+        or tree.css_first("[role=main]")
+        or (articles[0] if len(articles) == 1 else None)
+        or tree.body
+        or tree.root
+    )
+    return _html_blocks(root, title)
+
+
+def _decompose_outermost(nodes: list[LexborNode]) -> None:
+    """Remove nodes, skipping those inside another removed one (already freed with it)."""
+    ids = {n.mem_id for n in nodes}
+    for node in nodes:
+        parent = node.parent
+        while parent is not None and parent.mem_id not in ids:
+            parent = parent.parent
+        if parent is None:
+            node.decompose()
+
+
+def _html_blocks(root: LexborNode | None, title: str | None) -> TextContent:
     blocks: list[Block] = []
     buf: list[str] = []
     first_h1: str | None = None

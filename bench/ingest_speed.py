@@ -1,0 +1,275 @@
+"""Ingest speed: Sourcebook's pipeline against the one a user would otherwise script.
+
+Baseline (re-implemented here without LangChain, same behaviour): PyMuPDFLoader (one text per
+page, ``page.get_text()``) -> RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=200)
+-> all-MiniLM-L6-v2 via sentence-transformers (batch 32, as HuggingFaceEmbeddings calls it)
+-> a LanceDB table. Both run in this process on the same files, Sourcebook first so its peak RSS
+is its own (the baseline's peak is reported as the process peak after it ran).
+
+Figures: wall seconds, pages/s, passages/s, peak RSS, passages longer than MiniLM's 256 word
+pieces (silently truncated), share of time spent embedding; and the time until a 500-page PDF is
+keyword-searchable. Saves ``bench/results/ingest_speed.json``.
+
+    .venv/bin/python bench/ingest_speed.py [--pdfs DIR] [--skip-baseline] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("LANCEDB_LOG", "error")
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+DEFAULT_PDFS = REPO.parent / "shared" / "eval" / "financebench" / "pdfs"
+RESULTS = REPO / "bench" / "results"
+
+
+def peak_rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def reset_peak_rss() -> None:
+    """Reset VmHWM (Linux >= 4.0) so the next phase's peak is its own."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+# ------------------------------------------------------------------ the baseline pipeline
+
+
+def _split(text: str, separators: list[str], size: int, overlap: int) -> list[str]:
+    """RecursiveCharacterTextSplitter._split_text, keep_separator=True, length=len."""
+    sep = separators[-1]
+    rest: list[str] = []
+    for i, s in enumerate(separators):
+        if s == "" or s in text:
+            sep, rest = s, separators[i + 1 :]
+            break
+    if sep:
+        parts = text.split(sep)
+        splits = [parts[0]] + [sep + p for p in parts[1:]]
+    else:
+        splits = list(text)
+    splits = [s for s in splits if s]
+    chunks: list[str] = []
+    good: list[str] = []
+    for s in splits:
+        if len(s) < size:
+            good.append(s)
+        else:
+            if good:
+                chunks.extend(_merge(good, size, overlap))
+                good = []
+            chunks.extend(_split(s, rest, size, overlap) if rest else [s])
+    if good:
+        chunks.extend(_merge(good, size, overlap))
+    return chunks
+
+
+def _merge(splits: list[str], size: int, overlap: int) -> list[str]:
+    docs: list[str] = []
+    cur: list[str] = []
+    total = 0
+    for d in splits:
+        if total + len(d) > size and cur:
+            doc = "".join(cur).strip()
+            if doc:
+                docs.append(doc)
+            while total > overlap or (total + len(d) > size and total > 0):
+                total -= len(cur[0])
+                cur.pop(0)
+        cur.append(d)
+        total += len(d)
+    doc = "".join(cur).strip()
+    if doc:
+        docs.append(doc)
+    return docs
+
+
+def run_baseline(pdfs: list[Path], workdir: Path) -> dict[str, float]:
+    import lancedb
+    import pymupdf
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from models.embedder import WordPieceCounter, minilm_dir
+
+    torch.set_num_threads(2)
+    t0 = time.perf_counter()
+    model = SentenceTransformer(str(minilm_dir()), device="cpu")
+    chunks: list[str] = []
+    pages = 0
+    for f in pdfs:
+        with pymupdf.open(f) as doc:
+            for page in doc:
+                pages += 1
+                chunks.extend(_split(page.get_text(), ["\n\n", "\n", " ", ""], 1000, 200))
+    t_embed = time.perf_counter()
+    vectors = model.encode(chunks, batch_size=32)
+    embed_s = time.perf_counter() - t_embed
+    db = lancedb.connect(str(workdir / "baseline"))
+    rows = [{"text": c, "vector": v.tolist()} for c, v in zip(chunks, vectors, strict=True)]
+    db.create_table("docs", data=rows)
+    wall = time.perf_counter() - t0
+    counts = WordPieceCounter(minilm_dir())(chunks)
+    truncated = sum(1 for n in counts if n > 254)
+    return {
+        "wall_s": wall,
+        "pages": pages,
+        "passages": len(chunks),
+        "pages_per_s": pages / wall,
+        "passages_per_s": len(chunks) / wall,
+        "embed_share": embed_s / wall,
+        "truncated_passages": truncated,
+        "truncated_share": truncated / max(len(chunks), 1),
+        "word_pieces_embedded": float(sum(min(n, 254) for n in counts)),
+    }
+
+
+# ------------------------------------------------------------------ Sourcebook
+
+
+class TimedEmbedder:
+    """Wraps the real embedder to time the embedding share."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+        self.pieces = 0
+        self.name = inner.name  # type: ignore[attr-defined]
+        self.dim = inner.dim  # type: ignore[attr-defined]
+        self.max_tokens = inner.max_tokens  # type: ignore[attr-defined]
+
+    def count_tokens(self, texts):  # type: ignore[no-untyped-def]
+        return self.inner.count_tokens(texts)  # type: ignore[attr-defined]
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        t = time.perf_counter()
+        out = self.inner.embed(texts)  # type: ignore[attr-defined]
+        self.seconds += time.perf_counter() - t
+        return out
+
+
+def run_sourcebook(pdfs: list[Path], home: Path) -> dict[str, float]:
+    from core.service import Sourcebook
+    from models.embedder import SentenceTransformerEmbedder
+
+    t0 = time.perf_counter()
+    emb = TimedEmbedder(SentenceTransformerEmbedder(threads=2))
+    app = Sourcebook(home, embedder=emb)  # type: ignore[arg-type]
+    changes = app.add(pdfs)
+    wall = time.perf_counter() - t0
+    docs = app.documents()
+    pages = sum(d.page_count for d in docs)
+    passages = sum(d.passage_count for d in docs)
+    lib = app.library
+    counts = [p.token_count for d in docs for p in lib.store.get_document_passages(d.doc_id)]
+    app.close()
+    return {
+        "wall_s": wall,
+        "pages": pages,
+        "passages": passages,
+        "pages_per_s": pages / wall,
+        "passages_per_s": passages / wall,
+        "embed_share": emb.seconds / wall,
+        "truncated_passages": sum(1 for n in counts if n > 254),
+        "failed": len(changes.failed),
+        "word_pieces_embedded": float(sum(counts)),
+    }
+
+
+def time_to_keyword_search(workdir: Path) -> dict[str, float]:
+    """Seconds from `add` until a 500-page PDF answers a keyword search."""
+    import threading
+
+    import pymupdf
+
+    from core.service import Sourcebook
+    from models.embedder import SentenceTransformerEmbedder
+
+    pdf = workdir / "big500.pdf"
+    doc = pymupdf.open()
+    for i in range(500):
+        page = doc.new_page()
+        body = (
+            f"Section {i}. The quarterly review of programme {i} found that spending rose "
+            f"by {i % 17} percent while staffing fell. Marker token zebra{i}. " * 6
+        )
+        page.insert_textbox(pymupdf.Rect(50, 50, 550, 800), body, fontsize=10)
+    doc.save(pdf)
+    app = Sourcebook(workdir / "home500", embedder=SentenceTransformerEmbedder(threads=2))
+    app.embedder.embed(["warm up"])
+    found = threading.Event()
+    t0 = time.perf_counter()
+    adder = threading.Thread(target=lambda: app.add([pdf]))
+    adder.start()
+    latency = float("nan")
+    while adder.is_alive() or not found.is_set():
+        hits = app.search("zebra499", mode="keyword", k=1)
+        if hits:
+            latency = time.perf_counter() - t0
+            found.set()
+            break
+        time.sleep(0.05)
+    total_add = float("nan")
+    adder.join()
+    total_add = time.perf_counter() - t0
+    app.close()
+    return {"keyword_searchable_s": latency, "fully_indexed_s": total_add}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--pdfs", type=Path, default=DEFAULT_PDFS)
+    ap.add_argument("--skip-baseline", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="Runs of each pipeline (median).")
+    args = ap.parse_args()
+    if not args.pdfs.exists():
+        print(f"no PDFs at {args.pdfs}; pass --pdfs DIR", file=sys.stderr)
+        return 2
+    pdfs = sorted(args.pdfs.glob("*.pdf"))
+    results: dict[str, object] = {"pdfs": len(pdfs), "dir": str(args.pdfs)}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        runs = []
+        for r in range(args.repeat):
+            reset_peak_rss()
+            run = run_sourcebook(pdfs, work / f"sb{r}")
+            run["peak_rss_mb"] = peak_rss_mb()
+            runs.append(run)
+            print(f"sourcebook run {r + 1}: {run['wall_s']:.1f} s", flush=True)
+        ours = {k: statistics.median(float(x[k]) for x in runs) for k in runs[0]}
+        results["sourcebook"] = ours
+        results["time_to_keyword"] = time_to_keyword_search(work)
+        if not args.skip_baseline:
+            base_runs = []
+            for r in range(args.repeat):
+                reset_peak_rss()
+                run = run_baseline(pdfs, work / f"base{r}")
+                run["peak_rss_mb"] = peak_rss_mb()
+                base_runs.append(run)
+                print(f"baseline run {r + 1}: {run['wall_s']:.1f} s", flush=True)
+            base = {k: statistics.median(float(x[k]) for x in base_runs) for k in base_runs[0]}
+            results["baseline"] = base
+            results["speedup"] = base["wall_s"] / ours["wall_s"]
+    print(json.dumps(results, indent=2))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "ingest_speed.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

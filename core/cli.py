@@ -1,0 +1,276 @@
+"""The `sourcebook` command line.
+
+Exit codes: 0 success; 1 some inputs failed (the rest was done); 2 usage or settings error;
+3 not found; 4 any other Sourcebook error (the message says what to do); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import textwrap
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from core.errors import ConfigError, NotFoundError, SourcebookError
+from core.ingest.web import looks_like_url
+from core.library import AddProgress, LibraryChanges
+from core.logging_setup import configure_logging
+from core.service import Sourcebook
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_ERROR = 0, 1, 2, 3, 4
+
+
+def _pages(start: int | None, end: int | None) -> str:
+    if start is None:
+        return "-"
+    return f"p. {start + 1}" if end in (None, start) else f"pp. {start + 1}-{(end or 0) + 1}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sourcebook",
+        description="Offline research assistant: a local library of documents, cited answers.",
+    )
+    p.add_argument("--home", type=Path, help="Folder for settings, library and logs.")
+    p.add_argument("-v", "--verbose", action="store_true", help="Log more detail.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    a = sub.add_parser(
+        "add",
+        help="Add files or folders (PDF, text, Markdown, HTML, JSONL) or web pages (http(s) URLs, "
+        "when web.enabled is set).",
+    )
+    a.add_argument("paths", nargs="+", type=_path_or_url, metavar="PATH_OR_URL")
+    a.add_argument("--collection", help="Also put the added documents in this collection.")
+    a.add_argument("--title-field", default="title", help="JSONL: field holding the title.")
+    a.add_argument("--text-field", default="text", help="JSONL: field holding the text.")
+    a.add_argument("--id-field", help="JSONL: field holding the record's own id.")
+    a.add_argument("--quiet", action="store_true", help="No progress bar.")
+
+    d = sub.add_parser("docs", help="List documents with pages, passages, status, problems.")
+    d.add_argument("--json", action="store_true", help="Print JSON.")
+    d.add_argument("--all", action="store_true", help="Include superseded versions.")
+
+    r = sub.add_parser("remove", help="Remove a document (id, id prefix, title or file name).")
+    r.add_argument("doc")
+
+    s = sub.add_parser("search", help="Hybrid search of the library.")
+    s.add_argument("query")
+    s.add_argument("-k", type=int, default=None, help="Number of hits (default 10).")
+    s.add_argument("--doc", action="append", default=[], help="Only this document (repeat).")
+    s.add_argument("--collection", action="append", default=[], help="Only this collection.")
+    s.add_argument("--graph", action="store_true", help="Expand through the knowledge graph.")
+    s.add_argument("--mode", choices=["hybrid", "vector", "keyword"], default="hybrid")
+    s.add_argument("--json", action="store_true", help="Print JSON.")
+
+    sh = sub.add_parser("show", help="Show an evidence id: text, document, page, boxes.")
+    sh.add_argument("evidence_id")
+    sh.add_argument("--json", action="store_true", help="Print JSON.")
+
+    sub.add_parser("collections", help="List collections.")
+    return p
+
+
+def _progress_printer(quiet: bool) -> tuple[object, object]:
+    """A progress callback drawing one tqdm bar over the batch, and a closer."""
+    if quiet or (not sys.stderr.isatty() and os.environ.get("SOURCEBOOK_PROGRESS") != "1"):
+        return (lambda _ev: None), (lambda: None)
+    from tqdm import tqdm
+
+    bar = tqdm(total=0, unit="doc", file=sys.stderr, leave=False)
+    lock = threading.Lock()
+
+    def on(ev: AddProgress) -> None:
+        with lock:
+            if ev.total and bar.total != ev.total:
+                bar.total = ev.total
+            name = Path(ev.source).name[:40]
+            detail = f" {ev.done}/{ev.of}" if ev.of else ""
+            bar.set_description(f"{ev.stage} {name}{detail}")
+            if ev.stage == "done":
+                bar.update(1)
+
+    return on, bar.close
+
+
+def _print_changes(changes: LibraryChanges) -> int:
+    counts: dict[str, int] = {}
+    for r in changes.results:
+        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+        if r.outcome in ("added", "new_version"):
+            extra = f" (new version; {r.superseded} superseded)" if r.superseded else ""
+            print(f"added    {r.doc_id}  {r.title}{extra}")
+            for prob in r.problems:
+                print(f"         note: {prob}")
+        elif r.outcome == "unchanged":
+            print(f"skipped  {r.doc_id}  {r.title} (already in the library, unchanged)")
+    failed = changes.failed
+    if failed:
+        print(f"\n{len(failed)} file(s) could not be added:", file=sys.stderr)
+        for r in failed:
+            print(f"  {r.source}: {r.error}", file=sys.stderr)
+            if r.hint:
+                print(f"    -> {r.hint}", file=sys.stderr)
+    summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(counts.items()))
+    print(f"done: {summary or 'nothing to add'}")
+    return EXIT_PARTIAL if failed else EXIT_OK
+
+
+def _path_or_url(arg: str) -> Path | str:
+    """URLs stay strings (a Path would fold ``//``); everything else is a path."""
+    return arg.strip() if looks_like_url(arg) else Path(arg)
+
+
+def _cmd_add(app: Sourcebook, args: argparse.Namespace) -> int:
+    on, close = _progress_printer(args.quiet)
+    try:
+        jsonl = [p for p in args.paths if isinstance(p, Path) and p.suffix.lower() == ".jsonl"]
+        others = [p for p in args.paths if p not in jsonl]
+        changes = LibraryChanges()
+        if others:
+            changes = app.add(others, collection=args.collection, progress=on)  # type: ignore[arg-type]
+        for path in jsonl:
+            more = app.add_jsonl(
+                path,
+                title_field=args.title_field,
+                text_field=args.text_field,
+                id_field=args.id_field,
+                collection=args.collection,
+                progress=on,  # type: ignore[arg-type]
+            )
+            changes.results.extend(more.results)
+    finally:
+        close()  # type: ignore[operator]
+    return _print_changes(changes)
+
+
+def _cmd_docs(app: Sourcebook, args: argparse.Namespace) -> int:
+    docs = app.documents(include_superseded=args.all)
+    if args.json:
+        print(json.dumps([d.model_dump(mode="json") for d in docs], indent=2))
+        return EXIT_OK
+    if not docs:
+        print("The library is empty. Add documents with `sourcebook add PATH`.")
+        return EXIT_OK
+    print(f"{'id':<21} {'pages':>5} {'passages':>8}  {'status':<10} title")
+    for d in docs:
+        status = "superseded" if d.superseded_by else d.status
+        ver = f" (v{d.version})" if d.version > 1 or d.superseded_by else ""
+        print(f"{d.doc_id:<21} {d.page_count:>5} {d.passage_count:>8}  {status:<10} {d.title}{ver}")
+        for prob in d.problems:
+            print(f"{'':<48}! {prob}")
+    return EXIT_OK
+
+
+def _cmd_search(app: Sourcebook, args: argparse.Namespace) -> int:
+    hits = app.search(
+        args.query,
+        k=args.k,
+        doc_refs=args.doc,
+        collections=args.collection,
+        graph=True if args.graph else None,
+        mode=args.mode,
+    )
+    if args.json:
+        print(json.dumps([h.model_dump(mode="json") for h in hits], indent=2))
+        return EXIT_OK
+    if not hits:
+        print("No results. Check the spelling, or add documents with `sourcebook add`.")
+        return EXIT_OK
+    for i, h in enumerate(hits, 1):
+        flag = " [superseded]" if h.superseded else ""
+        print(f"{i:>2}. {h.evidence_id}  {h.title}, {_pages(h.page_start, h.page_end)}{flag}")
+        print(f"    score {h.score:.3f} via {'+'.join(h.signals)}")
+        snippet = " ".join(h.snippet.split())
+        print(textwrap.fill(snippet, 96, initial_indent="    ", subsequent_indent="    "))
+    return EXIT_OK
+
+
+def _cmd_show(app: Sourcebook, args: argparse.Namespace) -> int:
+    ev = app.evidence(args.evidence_id)
+    if args.json:
+        print(ev.model_dump_json(indent=2))
+        return EXIT_OK
+    pages = ", ".join(str(p) for p in ev.pages) or "-"
+    print(f"{ev.evidence_id}\n{ev.title}  ({ev.kind}, {ev.source_uri})")
+    print(f"page(s): {pages}   heading: {' > '.join(ev.heading_path) or '-'}")
+    if ev.superseded:
+        print("note: this document version has been superseded by a newer one")
+    print()
+    print(textwrap.fill(ev.text, 96))
+    if ev.boxes:
+        print(f"\n{len(ev.boxes)} word boxes (page: x0,y0,x1,y1):")
+        for w in ev.boxes[:8]:
+            x0, y0, x1, y1 = w.rect
+            print(
+                f"  p{w.page_index + 1}: {x0:.1f},{y0:.1f},{x1:.1f},{y1:.1f}  "
+                f"{ev.passage_text[w.start : w.end]}"
+            )
+        if len(ev.boxes) > 8:
+            print(f"  ... {len(ev.boxes) - 8} more (use --json)")
+    return EXIT_OK
+
+
+def _cmd_collections(app: Sourcebook, _args: argparse.Namespace) -> int:
+    cols = app.collections()
+    if not cols:
+        print("No collections. Use `sourcebook add PATH --collection NAME`.")
+    for c in cols:
+        print(f"{c.name}: {len(c.doc_ids)} document(s)")
+    return EXIT_OK
+
+
+def _cmd_remove(app: Sourcebook, args: argparse.Namespace) -> int:
+    doc = app.library.resolve_document(args.doc)
+    app.remove(doc.doc_id)
+    print(f"removed {doc.doc_id}  {doc.title}")
+    return EXIT_OK
+
+
+COMMANDS = {
+    "add": _cmd_add,
+    "remove": _cmd_remove,
+    "docs": _cmd_docs,
+    "search": _cmd_search,
+    "show": _cmd_show,
+    "collections": _cmd_collections,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    app: Sourcebook | None = None
+    try:
+        app = Sourcebook(args.home)
+        configure_logging(app.home / "logs", verbose=args.verbose)
+        return COMMANDS[args.command](app, args)
+    except KeyboardInterrupt:
+        print("interrupted; nothing half-added was kept.", file=sys.stderr)
+        return 130
+    except SourcebookError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"  -> {exc.hint}", file=sys.stderr)
+        if isinstance(exc, ConfigError):
+            return EXIT_USAGE
+        return EXIT_NOT_FOUND if isinstance(exc, NotFoundError) else EXIT_ERROR
+    finally:
+        if app is not None:
+            app.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,246 @@
+"""The service facade: the one object the CLI and the desktop app talk to.
+
+`Sourcebook` owns the settings, the home directory, the library and the models. Models load
+lazily and belong to this object (never module globals). Every method returns pydantic schemas.
+
+Threading contract: library writes (adds, removes, collection changes) must come from one thread
+at a time; the desktop's operations helper runs them on a single-worker executor. Reads
+(search, evidence, documents) are safe from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from core.errors import NotFoundError, translate_errors
+from core.export import ExportFormat, export_report
+from core.library import Evidence, Library, LibraryChanges, ProgressFn
+from core.research import ResearchRequest, clarify_questions, run_research
+from core.research.schemas import Boundary, Report, ResearchLimits, ResearchPlan, RunEvent
+from core.settings import Settings, default_home, load_settings, models_cache_dir
+from core.tasks import TaskInfo, TaskLog, TaskSpan
+from graph.schemas import Collection, Document, SearchHit
+from models.embedder import Embedder, OnnxEmbedder, SentenceTransformerEmbedder
+from models.llm import LLM
+
+logger = logging.getLogger(__name__)
+
+
+class Sourcebook:
+    """The application object. See the module docstring for the threading contract."""
+
+    def __init__(
+        self,
+        home: Path | None = None,
+        *,
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.home = (home or default_home()).expanduser().resolve()
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.settings = settings or load_settings(self.home)
+        self._embedder = embedder
+        self._library: Library | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def library_path(self) -> Path:
+        return self.settings.library.path or self.home / "library"
+
+    @property
+    def embedder(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                m = self.settings.models
+                with translate_errors():
+                    if m.embedder_runtime == "onnx":
+                        self._embedder = OnnxEmbedder(
+                            models_cache_dir(), threads=m.embedder_threads
+                        )
+                    else:
+                        self._embedder = SentenceTransformerEmbedder(
+                            threads=m.embedder_threads,
+                            batch_size=self.settings.ingest.embed_batch_size,
+                        )
+            return self._embedder
+
+    @property
+    def library(self) -> Library:
+        embedder = self.embedder
+        with self._lock:
+            if self._library is None:
+                self._library = Library(self.library_path, self.settings, embedder)
+            return self._library
+
+    def close(self) -> None:
+        with self._lock:
+            if self._library is not None:
+                self._library.close()
+                self._library = None
+
+    # library operations -------------------------------------------------------------
+
+    def add(
+        self,
+        paths: Sequence[Path | str],
+        *,
+        collection: str | None = None,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> LibraryChanges:
+        return self.library.add_paths(
+            paths, collection=collection, progress=progress, cancel=cancel
+        )
+
+    def add_jsonl(
+        self,
+        path: Path,
+        *,
+        title_field: str = "title",
+        text_field: str = "text",
+        id_field: str | None = None,
+        collection: str | None = None,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> LibraryChanges:
+        return self.library.add_jsonl(
+            path,
+            title_field=title_field,
+            text_field=text_field,
+            id_field=id_field,
+            collection=collection,
+            progress=progress,
+            cancel=cancel,
+        )
+
+    def documents(self, *, include_superseded: bool = True) -> list[Document]:
+        return self.library.documents(include_superseded=include_superseded)
+
+    def remove(self, doc_ref: str) -> LibraryChanges:
+        return self.library.remove(doc_ref)
+
+    def collections(self) -> list[Collection]:
+        with translate_errors():
+            return self.library.store.list_collections()
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        doc_refs: Sequence[str] = (),
+        collections: Sequence[str] = (),
+        graph: bool | None = None,
+        mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
+    ) -> list[SearchHit]:
+        return self.library.search(
+            query, k=k, doc_refs=doc_refs, collections=collections, graph=graph, mode=mode
+        )
+
+    def evidence(self, evidence_id: str) -> Evidence:
+        return self.library.evidence(evidence_id)
+
+    # research (core/research, core/tasks, core/export) -----------------------------------
+
+    def task_log(self) -> TaskLog:
+        """The task log under the home (``tasks.sqlite``); the caller closes it."""
+        return TaskLog(self.home / "tasks.sqlite")
+
+    def research(
+        self,
+        question: str,
+        *,
+        models: Mapping[str, LLM],
+        task: str | None = None,
+        boundary: Boundary | None = None,
+        limits: ResearchLimits | None = None,
+        answers: Sequence[str] = (),
+        plan: ResearchPlan | None = None,
+        route: bool = False,
+        fresh: bool = False,
+        cancel: threading.Event | None = None,
+        on_event: Callable[[RunEvent], None] | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> Report:
+        """Run (or resume, by task name) a research run; ``models`` maps role -> LLM
+        (``default`` covers roles not named)."""
+        r = self.settings.research
+        request = ResearchRequest(
+            question=question,
+            task=task,
+            boundary=boundary or Boundary(),
+            limits=limits
+            or ResearchLimits(
+                max_workers=r.max_workers,
+                max_tool_calls=r.max_tool_calls,
+                max_steps=r.max_steps,
+                fetch_chars=r.fetch_chars,
+                max_rounds=r.max_rounds,
+            ),
+            answers=list(answers),
+            plan=plan,
+            route=route,
+            fresh=fresh,
+        )
+        log = self.task_log()
+        try:
+            return run_research(
+                self.library,
+                log,
+                models,
+                request,
+                cancel=cancel,
+                on_event=on_event,
+                on_token=on_token,
+            )
+        finally:
+            log.close()
+
+    def clarify(
+        self, question: str, *, models: Mapping[str, LLM], boundary: Boundary | None = None
+    ) -> list[str]:
+        """Questions about scope or output shape to ask before a run (empty if none)."""
+        log = self.task_log()
+        try:
+            req = ResearchRequest(question=question, boundary=boundary or Boundary())
+            return clarify_questions(self.library, log, models, req)
+        finally:
+            log.close()
+
+    def tasks(self) -> list[TaskInfo]:
+        log = self.task_log()
+        try:
+            return log.list_tasks()
+        finally:
+            log.close()
+
+    def task(self, name: str) -> tuple[TaskInfo, list[TaskSpan]]:
+        """A task's record and its timing spans; ``NotFoundError`` if there is none."""
+        log = self.task_log()
+        try:
+            info = log.get(name)
+            if info is None:
+                raise NotFoundError(f"No task called {name!r}.", hint="Run `sourcebook tasks`.")
+            return info, log.spans(name)
+        finally:
+            log.close()
+
+    def report(self, name: str) -> Report:
+        info, _ = self.task(name)
+        if info.report is None:
+            raise NotFoundError(
+                f"Task {name!r} has no report yet (status {info.status}).",
+                hint="Rerun the task to resume it.",
+            )
+        return Report.model_validate(info.report)
+
+    def export(self, name: str, fmt: ExportFormat, out: Path | None = None) -> bytes:
+        """The task's report as md, html, pdf or json bytes; also written to ``out`` if given."""
+        data = export_report(self.report(name), fmt)
+        if out is not None:
+            out.write_bytes(data)
+        return data

@@ -1,0 +1,183 @@
+"""The library pipeline end to end: real PDFs, real SQLite, real lancedb, the real MiniLM."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pymupdf
+import pytest
+
+from core.errors import NotFoundError
+from core.library import AddProgress
+from core.service import Sourcebook
+
+pytestmark = pytest.mark.real_model
+
+
+def write_pdf(path: Path, pages: list[str]) -> Path:
+    doc = pymupdf.open()
+    for text in pages:
+        page = doc.new_page()
+        page.insert_textbox(pymupdf.Rect(60, 60, 540, 780), text, fontsize=11)
+    doc.save(path)
+    doc.close()
+    return path
+
+
+ALPHA = [
+    "The Harbor Authority approved a budget of 42 million dollars for the new seawall. "
+    "Construction begins in March 2025 under contractor Baxter Marine.",
+    "Tidal flooding in the lower district rose by 18 percent since 2010. "
+    "Residents petitioned the council for faster drainage works.",
+]
+BETA = [
+    "The Mountain Rail study compares electric and diesel locomotives on steep grades. "
+    "Electric units cut fuel costs by a third on the Alder Pass line.",
+]
+
+
+def test_add_search_show_and_remove(app: Sourcebook, tmp_path: Path) -> None:
+    a = write_pdf(tmp_path / "harbor.pdf", ALPHA)
+    b = write_pdf(tmp_path / "rail.pdf", BETA)
+    events: list[AddProgress] = []
+    changes = app.add([a, b], collection="infra", progress=events.append)
+    assert [r.outcome for r in changes.results] == ["added", "added"]
+    assert {e.stage for e in events} >= {"indexing", "embedding", "done"}
+
+    docs = app.documents()
+    assert {d.status for d in docs} == {"ready"}
+    harbor = next(d for d in docs if d.source_uri.endswith("harbor.pdf"))
+    assert harbor.page_count == 2 and harbor.passage_count >= 1
+
+    hits = app.search("seawall budget", k=3)
+    assert hits and hits[0].doc_id == harbor.doc_id
+    assert hits[0].page_start == 0
+    hits = app.search("drainage petition flooding", k=3)
+    assert hits[0].doc_id == harbor.doc_id and hits[0].page_end == 1
+
+    # A span is page-exact even when its passage runs across a page break.
+    passage = app.library.store.get_passage(hits[0].evidence_id)
+    span = next(s for s in passage.spans if "drainage" in passage.text[s.start : s.end])
+    ev = app.evidence(span.span_id)
+    assert ev.pages == [2] and ev.boxes
+    assert "drainage" in ev.text and "seawall" not in ev.text
+    assert {w.page_index for w in ev.boxes} == {1}
+
+    only_rail = app.search("seawall budget", k=5, doc_refs=["rail.pdf"])
+    assert only_rail and all(h.doc_id != harbor.doc_id for h in only_rail)
+    assert {c.name for c in app.collections()} == {"infra"}
+
+    app.remove(harbor.doc_id)
+    assert all(d.doc_id != harbor.doc_id for d in app.documents())
+    assert all(h.doc_id != harbor.doc_id for h in app.search("seawall budget", k=5))
+    with pytest.raises(NotFoundError):
+        app.evidence(ev.evidence_id)
+
+
+def test_readding_unchanged_is_a_noop_and_change_makes_version(
+    app: Sourcebook, tmp_path: Path
+) -> None:
+    path = write_pdf(tmp_path / "memo.pdf", ALPHA)
+    first = app.add([path]).results[0]
+    again = app.add([path]).results[0]
+    assert again.outcome == "unchanged" and again.doc_id == first.doc_id
+
+    write_pdf(path, [*ALPHA, "An addendum moved the start of construction to June 2025."])
+    newer = app.add([path]).results[0]
+    assert newer.outcome == "new_version" and newer.superseded == first.doc_id
+    docs = {d.doc_id: d for d in app.documents()}
+    assert docs[first.doc_id].superseded_by == newer.doc_id
+    assert docs[newer.doc_id].version == 2
+    # Superseded versions are kept but not searched by default.
+    assert all(h.doc_id == newer.doc_id for h in app.search("seawall", k=10))
+
+
+def test_ids_are_stable_across_libraries(embedder: object, tmp_path: Path) -> None:
+    path = write_pdf(tmp_path / "same.pdf", ALPHA)
+    ids = []
+    for name in ("one", "two"):
+        sb = Sourcebook(tmp_path / name, embedder=embedder)  # type: ignore[arg-type]
+        sb.add([path])
+        ids.append(sorted(h.evidence_id for h in sb.search("seawall flooding", k=10)))
+        sb.close()
+    assert ids[0] == ids[1] and ids[0]
+
+
+def test_batch_continues_past_bad_files(app: Sourcebook, tmp_path: Path) -> None:
+    good = write_pdf(tmp_path / "good.pdf", BETA)
+    empty = tmp_path / "empty.pdf"
+    empty.write_bytes(b"")
+    fake = tmp_path / "fake.pdf"
+    fake.write_text("this is not a pdf at all")
+    changes = app.add([empty, good, fake, tmp_path / "missing.pdf"])
+    outcomes = {Path(r.source).name: r.outcome for r in changes.results}
+    assert outcomes == {
+        "empty.pdf": "failed",
+        "good.pdf": "added",
+        "fake.pdf": "failed",
+        "missing.pdf": "failed",
+    }
+    assert all(r.error and r.hint for r in changes.failed)
+    assert [d.source_uri.endswith("good.pdf") for d in app.documents()] == [True]
+
+
+def test_cancel_leaves_nothing_half_added(app: Sourcebook, tmp_path: Path) -> None:
+    pages = [
+        f"Page {i} discusses irrigation channel {i} and its maintenance." * 8 for i in range(40)
+    ]
+    path = write_pdf(tmp_path / "long.pdf", pages)
+    cancel = threading.Event()
+
+    def on(ev: AddProgress) -> None:
+        if ev.stage == "embedding":
+            cancel.set()
+
+    app.add([path], progress=on, cancel=cancel)
+    assert app.documents() == []
+    assert app.search("irrigation", mode="keyword") == []
+    # ...and the same add works afterwards.
+    assert app.add([path]).results[0].outcome == "added"
+
+
+def test_keyword_search_before_embeddings(app: Sourcebook, tmp_path: Path) -> None:
+    pages = [
+        f"Section {i}: the ledger shows entry quokka{i} among routine items." * 6 for i in range(60)
+    ]
+    path = write_pdf(tmp_path / "ledger.pdf", pages)
+    seen_while_indexing: list[bool] = []
+    release = threading.Event()
+
+    class SlowEmbedder:
+        """The real embedder, held back until the test has searched."""
+
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+            self.name, self.dim = inner.name, inner.dim  # type: ignore[attr-defined]
+            self.max_tokens = inner.max_tokens  # type: ignore[attr-defined]
+
+        def count_tokens(self, texts):  # type: ignore[no-untyped-def]
+            return self.inner.count_tokens(texts)  # type: ignore[attr-defined]
+
+        def embed(self, texts):  # type: ignore[no-untyped-def]
+            release.wait(30)
+            return self.inner.embed(texts)  # type: ignore[attr-defined]
+
+    sb = Sourcebook(tmp_path / "slow", embedder=SlowEmbedder(app.embedder))  # type: ignore[arg-type]
+    worker = threading.Thread(target=lambda: sb.add([path]))
+    worker.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        hits = sb.search("quokka37", mode="keyword", k=1)
+        if hits:
+            docs = sb.documents()
+            seen_while_indexing.append(docs[0].status == "indexing")
+            assert hits[0].page_start <= 37 <= (hits[0].page_end or 0)
+            break
+        time.sleep(0.05)
+    release.set()
+    worker.join(60)
+    assert seen_while_indexing == [True]
+    assert sb.documents()[0].status == "ready"
+    sb.close()
