@@ -1,0 +1,506 @@
+"""The ``LLM`` Protocol, the data that crosses it, and the scripted fake.
+
+Every language-model backend (``LlamaCppLLM``, ``OpenAICompatibleLLM``, ``ScriptedLLM``) offers:
+
+- ``chat(messages) -> ChatResponse``: plain text;
+- ``complete_json(messages, SchemaModel) -> SchemaModel``: output constrained to the model's JSON
+  schema where the backend can (grammar, ``response_format``), always validated back into the
+  pydantic model, with one retry that shows the model its validation error;
+- ``stream(messages) -> Iterator[str]``: tokens as they are generated;
+- cancellation through any object with ``is_set()`` (a ``threading.Event``), checked between
+  tokens; a cancelled call raises :class:`~models.errors.GenerationCancelled`;
+- ``count_tokens(text)`` and ``context_size``; a prompt that does not leave room for
+  ``max_tokens`` raises :class:`~models.errors.ContextOverflow` before it is sent.
+
+Shared behaviour lives in :class:`BaseLLM`; backends implement ``_generate`` and ``stream``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import re
+import time
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from models.errors import ContextOverflow, GenerationCancelled, StructuredOutputError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T", bound=BaseModel)
+
+DEFAULT_MAX_TOKENS = 512
+#: Tokens a chat template adds around each message (role markers), and around the whole prompt.
+MESSAGE_OVERHEAD_TOKENS = 6
+PROMPT_OVERHEAD_TOKENS = 4
+
+
+class ChatMessage(BaseModel):
+    """One chat turn."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class ChatResponse(BaseModel):
+    """What a generation returned, with the figures the task log and the benchmarks need."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    model: str = Field(description="Name of the model that answered.")
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = Field(
+        default=None, description="'stop', 'length', ... as reported."
+    )
+    elapsed_s: float = 0.0
+    first_token_s: float | None = Field(
+        default=None, description="Time to the first token, if seen."
+    )
+
+
+@runtime_checkable
+class CancelToken(Protocol):
+    """Anything with ``is_set()``; ``threading.Event`` is the usual one."""
+
+    def is_set(self) -> bool: ...
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A chat model the research roles can use. See the module docstring for the contract."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def context_size(self) -> int: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def count_message_tokens(self, messages: Sequence[ChatMessage]) -> int: ...
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        temperature: float = 0.2,
+        cancel: CancelToken | None = None,
+    ) -> ChatResponse: ...
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        temperature: float = 0.2,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[str]: ...
+
+    def complete_json(
+        self,
+        messages: Sequence[ChatMessage],
+        schema_model: type[T],
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        temperature: float = 0.0,
+        cancel: CancelToken | None = None,
+    ) -> T: ...
+
+    def close(self) -> None: ...
+
+
+# --------------------------------------------------------------------------- JSON schema helpers
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """Return ``schema`` with every local ``$ref`` (``#/$defs/X``, ``#/definitions/X``) inlined.
+
+    Pydantic puts nested models under ``$defs``; grammar converters and some servers handle refs
+    poorly, so backends get a self-contained schema. Recursive models cannot be inlined and raise
+    ``ValueError``.
+    """
+    defs: dict[str, Any] = {}
+    for key in ("$defs", "definitions"):
+        defs.update({f"#/{key}/{name}": value for name, value in schema.get(key, {}).items()})
+
+    def resolve(node: Any, stack: tuple[str, ...]) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                if ref not in defs:
+                    raise ValueError(f"Unsupported $ref {ref!r} in JSON schema.")
+                if ref in stack:
+                    raise ValueError(f"Recursive schema ({ref}) cannot be used for output.")
+                target = resolve(copy.deepcopy(defs[ref]), (*stack, ref))
+                siblings = {k: v for k, v in node.items() if k != "$ref"}
+                return {**target, **resolve(siblings, stack)} if siblings else target
+            return {
+                k: resolve(v, stack) for k, v in node.items() if k not in ("$defs", "definitions")
+            }
+        if isinstance(node, list):
+            return [resolve(item, stack) for item in node]
+        return node
+
+    result = resolve(schema, ())
+    assert isinstance(result, dict)
+    return result
+
+
+def json_schema_for(schema_model: type[BaseModel]) -> dict[str, Any]:
+    """The self-contained JSON schema a backend constrains output to."""
+    return inline_refs(schema_model.model_json_schema())
+
+
+def _strip_titles(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _strip_titles(v) for k, v in node.items() if k != "title"}
+    if isinstance(node, list):
+        return [_strip_titles(v) for v in node]
+    return node
+
+
+def schema_instruction(schema: dict[str, Any]) -> str:
+    """The sentence telling a model which JSON to write (titles dropped to save tokens)."""
+    compact = json.dumps(_strip_titles(schema), separators=(",", ":"), ensure_ascii=False)
+    return (
+        "Reply with one JSON object and nothing else. It must conform to this JSON schema:\n"
+        + compact
+    )
+
+
+def with_schema_instruction(
+    messages: Sequence[ChatMessage], schema: dict[str, Any]
+) -> list[ChatMessage]:
+    """Append the schema instruction to the system message (adding one if there is none)."""
+    text = schema_instruction(schema)
+    out = list(messages)
+    if out and out[0].role == "system":
+        out[0] = ChatMessage(role="system", content=f"{out[0].content}\n\n{text}")
+    else:
+        out.insert(0, ChatMessage(role="system", content=text))
+    return out
+
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+
+def extract_json_text(raw: str) -> str:
+    """Strip Markdown fences and text around the outermost JSON object, if any."""
+    match = _FENCE.match(raw)
+    text = match.group(1) if match else raw.strip()
+    start, end = text.find("{"), text.rfind("}")
+    if start > 0 or (start >= 0 and end < len(text) - 1):
+        return text[start : end + 1] if end > start else text[start:]
+    return text
+
+
+def _short_error(exc: ValidationError | ValueError) -> str:
+    if isinstance(exc, ValidationError):
+        parts = [
+            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+            for err in exc.errors()[:8]
+        ]
+        return "; ".join(parts)
+    return str(exc)[:400]
+
+
+# --------------------------------------------------------------------------- shared base class
+
+
+class BaseLLM(ABC):
+    """Behaviour every backend shares: fitting prompts, the structured-output loop, chat.
+
+    Subclasses implement ``_generate`` (one blocking generation, optionally constrained to a JSON
+    schema, calling ``on_token`` per token and honouring ``cancel`` between tokens), ``stream``,
+    ``count_tokens`` and ``context_size``. Threading: whatever the subclass guarantees; the base
+    keeps no mutable state of its own.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    @abstractmethod
+    def context_size(self) -> int: ...
+
+    @abstractmethod
+    def count_tokens(self, text: str) -> int: ...
+
+    def count_message_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """Tokens the prompt for ``messages`` takes (exact or a safe estimate, per backend)."""
+        return PROMPT_OVERHEAD_TOKENS + sum(
+            self.count_tokens(m.content) + MESSAGE_OVERHEAD_TOKENS for m in messages
+        )
+
+    def check_fits(self, messages: Sequence[ChatMessage], max_tokens: int) -> int:
+        """Return the prompt's token count, or raise ``ContextOverflow`` if the prompt plus
+        ``max_tokens`` of answer does not fit the context window."""
+        if not messages:
+            raise ValueError("At least one message is needed.")
+        used = self.count_message_tokens(messages)
+        if used + max_tokens > self.context_size:
+            raise ContextOverflow(
+                f"The prompt for {self.name} takes {used} tokens; with room for {max_tokens} "
+                f"tokens of answer it exceeds the {self.context_size}-token context window."
+            )
+        return used
+
+    @abstractmethod
+    def _generate(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float,
+        cancel: CancelToken | None,
+        json_schema: dict[str, Any] | None,
+    ) -> ChatResponse: ...
+
+    @abstractmethod
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        temperature: float = 0.2,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[str]: ...
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        temperature: float = 0.2,
+        cancel: CancelToken | None = None,
+    ) -> ChatResponse:
+        self.check_fits(messages, max_tokens)
+        return self._generate(
+            messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            cancel=cancel,
+            json_schema=None,
+        )
+
+    def complete_json(
+        self,
+        messages: Sequence[ChatMessage],
+        schema_model: type[T],
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        temperature: float = 0.0,
+        cancel: CancelToken | None = None,
+    ) -> T:
+        """Generate an object of ``schema_model``; retry once with the validation error shown."""
+        schema = json_schema_for(schema_model)
+        prompt = with_schema_instruction(messages, schema)
+        last_error = ""
+        for attempt in (1, 2):
+            self.check_fits(prompt, max_tokens)
+            response = self._generate(
+                prompt,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                cancel=cancel,
+                json_schema=schema,
+            )
+            try:
+                return schema_model.model_validate_json(extract_json_text(response.text))
+            except (ValidationError, ValueError) as exc:
+                last_error = _short_error(exc)
+                if response.finish_reason == "length":
+                    last_error += f" (the answer was cut at max_tokens={max_tokens})"
+                logger.info(
+                    "%s: invalid %s on attempt %s: %s",
+                    self.name,
+                    schema_model.__name__,
+                    attempt,
+                    last_error,
+                )
+                prompt = [
+                    *prompt,
+                    ChatMessage(role="assistant", content=response.text[:2000]),
+                    ChatMessage(
+                        role="user",
+                        content=(
+                            f"That answer was not valid: {last_error}. Reply again with only "
+                            "the corrected JSON object, keeping strings short."
+                        ),
+                    ),
+                ]
+        raise StructuredOutputError(
+            f"{self.name} did not produce a valid {schema_model.__name__} after one retry: "
+            f"{last_error}"
+        )
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources; the default has none."""
+
+
+def raise_if_cancelled(cancel: CancelToken | None, name: str) -> None:
+    if cancel is not None and cancel.is_set():
+        raise GenerationCancelled(f"Generation by {name} was cancelled.")
+
+
+# --------------------------------------------------------------------------- scripted fake
+
+ScriptedAnswer = str | BaseModel | dict[str, Any] | Exception
+
+
+class ScriptedCall(BaseModel):
+    """One call recorded by :class:`ScriptedLLM`."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    kind: Literal["chat", "stream", "json"]
+    messages: list[ChatMessage]
+    json_schema: dict[str, Any] | None = None
+    max_tokens: int
+
+
+class ScriptedLLM(BaseLLM):
+    """A deterministic fake that replays enqueued answers and records every call in ``history``.
+
+    Exists so control flow (planning, retries, citation repair, cancellation) can be tested
+    without a model; it goes through the same ``BaseLLM`` logic (fitting, JSON validation and the
+    one retry) as the real backends and is built through the same backend registry. Answers are
+    strings, dicts / pydantic objects (dumped as JSON) or exceptions (raised). Tokens are the
+    answer split after whitespace. Counting is one token per 4 characters, rounded up.
+
+    Threading: ``enqueue`` and calls may come from any thread; the queue is a ``deque`` and each
+    call pops one answer atomically, but the order across threads is the order of the calls.
+    """
+
+    def __init__(
+        self,
+        answers: Iterable[ScriptedAnswer] = (),
+        *,
+        name: str = "scripted",
+        context_size: int = 4096,
+        token_delay_s: float = 0.0,
+    ) -> None:
+        super().__init__(name)
+        self._answers: deque[ScriptedAnswer] = deque(answers)
+        self._context_size = context_size
+        self._token_delay_s = token_delay_s
+        self.history: list[ScriptedCall] = []
+
+    def enqueue(self, answers: Iterable[ScriptedAnswer]) -> None:
+        self._answers.extend(answers)
+
+    @property
+    def pending(self) -> int:
+        return len(self._answers)
+
+    @property
+    def context_size(self) -> int:
+        return self._context_size
+
+    def count_tokens(self, text: str) -> int:
+        return (len(text) + 3) // 4
+
+    def _next_answer(self) -> str:
+        if not self._answers:
+            raise AssertionError(f"{self.name}: no scripted answer left for this call.")
+        answer = self._answers.popleft()
+        if isinstance(answer, Exception):
+            raise answer
+        if isinstance(answer, BaseModel):
+            return answer.model_dump_json()
+        if isinstance(answer, dict):
+            return json.dumps(answer)
+        return answer
+
+    def _tokens(self, text: str) -> list[str]:
+        return re.findall(r"\S+\s*|\s+", text)
+
+    def _run(
+        self,
+        text: str,
+        max_tokens: int,
+        cancel: CancelToken | None,
+        on_token: Callable[[str], None] | None,
+    ) -> ChatResponse:
+        start = time.monotonic()
+        tokens = self._tokens(text)
+        finish = "stop"
+        if len(tokens) > max_tokens:
+            tokens, finish = tokens[:max_tokens], "length"
+        out: list[str] = []
+        for tok in tokens:
+            raise_if_cancelled(cancel, self.name)
+            if self._token_delay_s:
+                time.sleep(self._token_delay_s)
+            out.append(tok)
+            if on_token is not None:
+                on_token(tok)
+        return ChatResponse(
+            text="".join(out),
+            model=self.name,
+            completion_tokens=len(out),
+            finish_reason=finish,
+            elapsed_s=time.monotonic() - start,
+        )
+
+    def _generate(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float,
+        cancel: CancelToken | None,
+        json_schema: dict[str, Any] | None,
+    ) -> ChatResponse:
+        self.history.append(
+            ScriptedCall(
+                kind="json" if json_schema is not None else "chat",
+                messages=list(messages),
+                json_schema=json_schema,
+                max_tokens=max_tokens,
+            )
+        )
+        raise_if_cancelled(cancel, self.name)
+        response = self._run(self._next_answer(), max_tokens, cancel, None)
+        response.prompt_tokens = self.count_message_tokens(messages)
+        return response
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        temperature: float = 0.2,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[str]:
+        self.check_fits(messages, max_tokens)
+        self.history.append(
+            ScriptedCall(kind="stream", messages=list(messages), max_tokens=max_tokens)
+        )
+        raise_if_cancelled(cancel, self.name)
+        text = self._next_answer()
+        return self._stream_tokens(text, max_tokens, cancel)
+
+    def _stream_tokens(
+        self, text: str, max_tokens: int, cancel: CancelToken | None
+    ) -> Iterator[str]:
+        for tok in self._tokens(text)[:max_tokens]:
+            raise_if_cancelled(cancel, self.name)
+            if self._token_delay_s:
+                time.sleep(self._token_delay_s)
+            yield tok

@@ -1,0 +1,142 @@
+"""The same behavioural tests on the real 0.5B starter: in-process through llama.cpp, and over
+HTTP through ``OpenAICompatibleLLM`` against llama-cpp-python's own server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.errors import ContextOverflow, GenerationCancelled
+from models.llamacpp import LlamaCppLLM
+from models.llm import LLM, ChatMessage
+from models.openai_compat import OpenAICompatibleLLM
+
+pytestmark = pytest.mark.real_model
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(max_length=60, description="A self-contained search query.")
+    tool: Literal["discover_evidence", "fetch_evidence"]
+
+
+class MiniPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    goal: str = Field(max_length=80)
+    steps: list[Step] = Field(min_length=1, max_length=2)
+
+
+PLAN_PROMPT = [
+    ChatMessage(role="system", content="You plan research in a document library. Be brief."),
+    ChatMessage(role="user", content="Question: do heat pumps cost less to run than gas boilers?"),
+]
+STORY = [ChatMessage(role="user", content="Write a very long story about a lighthouse keeper.")]
+
+
+@pytest.fixture(scope="module")
+def local_llm(fast_model_path: Path) -> Iterator[LlamaCppLLM]:
+    llm = LlamaCppLLM(fast_model_path, n_ctx=2048, n_threads=2, seed=7)
+    yield llm
+    llm.close()
+
+
+@pytest.fixture(scope="module")
+def http_llm(llama_server: str) -> Iterator[OpenAICompatibleLLM]:
+    # A generous timeout: on a loaded 2-core CI machine one answer can take minutes.
+    llm = OpenAICompatibleLLM(
+        llama_server, "fast", name="fast-http", context_size=2048, timeout_s=600
+    )
+    yield llm
+    llm.close()
+
+
+@pytest.fixture(params=["llamacpp", "http"])
+def llm(request: pytest.FixtureRequest) -> LLM:
+    fixture = "local_llm" if request.param == "llamacpp" else "http_llm"
+    model: LLM = request.getfixturevalue(fixture)
+    return model
+
+
+def test_structured_output_is_schema_valid(llm: LLM) -> None:
+    plan = llm.complete_json(PLAN_PROMPT, MiniPlan, max_tokens=160)
+    assert isinstance(plan, MiniPlan)
+    assert 1 <= len(plan.steps) <= 2
+    assert all(step.tool in ("discover_evidence", "fetch_evidence") for step in plan.steps)
+
+
+def test_streaming_yields_tokens(llm: LLM) -> None:
+    tokens = list(llm.stream(PLAN_PROMPT, max_tokens=12, temperature=0.0))
+    assert 2 <= len(tokens) <= 12
+    assert "".join(tokens).strip()
+
+
+def test_cancel_stops_a_long_generation_promptly(llm: LLM) -> None:
+    cancel = threading.Event()
+    stamps: list[float] = []
+    with pytest.raises(GenerationCancelled):
+        for _token in llm.stream(STORY, max_tokens=1500, cancel=cancel):
+            stamps.append(time.monotonic())
+            if len(stamps) == 5:
+                cancel.set()
+    stopped = time.monotonic()
+    # It stops at the next token boundary: at most one more token, and about one token's time
+    # (measured on this machine, since a loaded CI box can be slow per token).
+    assert len(stamps) <= 6
+    per_token = (stamps[4] - stamps[0]) / 4
+    assert stopped - stamps[4] < max(2.0, 3 * per_token)
+
+
+def test_cancel_from_another_thread_interrupts_chat(llm: LLM) -> None:
+    cancel = threading.Event()
+    timer = threading.Timer(1.0, cancel.set)
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(GenerationCancelled):
+        llm.chat(STORY, max_tokens=1500, cancel=cancel)
+    timer.join()
+    assert time.monotonic() - started < 10
+
+
+def test_prompt_that_does_not_fit_is_refused(llm: LLM) -> None:
+    huge = [ChatMessage(role="user", content="lighthouse " * 3000)]
+    with pytest.raises(ContextOverflow):
+        llm.chat(huge, max_tokens=16)
+
+
+def test_local_token_counts_are_exact(local_llm: LlamaCppLLM) -> None:
+    assert local_llm.count_tokens("hello world") == 2
+    n = local_llm.count_message_tokens(PLAN_PROMPT)
+    response = local_llm.chat(PLAN_PROMPT, max_tokens=4, temperature=0.0)
+    assert response.prompt_tokens == n
+    assert local_llm.context_size == 2048
+
+
+def test_local_model_is_used_from_several_threads_safely(local_llm: LlamaCppLLM) -> None:
+    results: list[str] = []
+
+    def ask() -> None:
+        results.append(local_llm.chat(PLAN_PROMPT, max_tokens=4, temperature=0.0).text)
+
+    threads = [threading.Thread(target=ask) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 3 and len(set(results)) == 1
+
+
+def test_broken_file_fails_before_llama_cpp_loads_it(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a model at all")
+    llm = LlamaCppLLM(bad)
+    try:
+        with pytest.raises(Exception, match="not a GGUF model file"):
+            llm.chat(PLAN_PROMPT, max_tokens=4)
+    finally:
+        llm.close()
