@@ -16,9 +16,11 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from core.cli_research import add_parsers
 from core.errors import ConfigError, NotFoundError, SourcebookError
 from core.ingest.web import looks_like_url
 from core.library import AddProgress, LibraryChanges
+from core.llms import list_models
 from core.logging_setup import configure_logging
 from core.service import Sourcebook
 
@@ -75,6 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--json", action="store_true", help="Print JSON.")
 
     sub.add_parser("collections", help="List collections.")
+
+    m = sub.add_parser("models", help="List the language models Sourcebook can use.")
+    m.add_argument(
+        "--path", action="append", default=[], type=Path, help="Also scan this folder for GGUF."
+    )
+    m.add_argument("--json", action="store_true", help="Print JSON.")
+    COMMANDS.update(add_parsers(sub))  # research, tasks, export
     return p
 
 
@@ -234,7 +243,36 @@ def _cmd_remove(app: Sourcebook, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _size(n: int | None) -> str:
+    return "-" if n is None else f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.0f} MB"
+
+
+def _cmd_models(app: Sourcebook, args: argparse.Namespace) -> int:
+    entries = list_models(app.settings.models, args.path)
+    if args.json:
+        print(json.dumps([e.model_dump(mode="json") for e in entries], indent=2))
+        return EXIT_OK
+    default = app.settings.models.default
+    print(f"{'name':<44} {'size':>8} {'context':>8} {'quant':<8} where")
+    for e in entries:
+        mark = "*" if e.name == default else " "
+        ctx = str(e.context_length or "-")
+        print(
+            f"{mark}{e.name:<43} {_size(e.size_bytes):>8} {ctx:>8} {e.quantization or '-':<8} "
+            f"{e.source}: {e.location}"
+        )
+        if not e.available:
+            why = e.error or "not installed"
+            print(
+                f"{'':<46}! {why}"
+                + (f"; install: {e.install_command}" if e.install_command else "")
+            )
+    print("\n* default model (setting models.default). Select by any unique name prefix.")
+    return EXIT_OK
+
+
 COMMANDS = {
+    "models": _cmd_models,
     "add": _cmd_add,
     "remove": _cmd_remove,
     "docs": _cmd_docs,

@@ -60,3 +60,8 @@ def shared_eval(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"evaluation data not present: {path}")
     return path
+
+
+# The real-model fixtures (the 0.5B starter assembled once, llama_cpp.server on 127.0.0.1),
+# shared by every test module that asks for them.
+from llm_fixtures import fast_model_path, llama_server  # noqa: E402, F401

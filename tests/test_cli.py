@@ -169,3 +169,19 @@ def test_bundled_samples_are_searchable(tmp_path: Path, capsys: pytest.CaptureFi
     )
     hits = json.loads(out)
     assert any("DOL" in h["title"] or "Labor" in h["title"] for h in hits[:3])
+
+
+def test_cli_models_lists_starters_and_refuses_bad_gguf(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "ggufs"
+    folder.mkdir()
+    (folder / "broken-model.gguf").write_bytes(b"NOTAGGUF" + bytes(64))
+    code, out, _ = run_cli(
+        capsys, "--home", str(tmp_path / "home"), "models", "--path", str(folder), "--json"
+    )
+    assert code == 0
+    entries = {e["name"]: e for e in json.loads(out)}
+    assert "qwen2.5-coder-0.5b-instruct-q4_k_m" in entries
+    broken = next(e for e in entries.values() if "broken-model" in e["location"])
+    assert not broken["available"] and broken["error"]

@@ -1,0 +1,322 @@
+"""Citation check, the one repair pass, claim-support check and credibility scores.
+
+A citation is valid only if its evidence id was fetched completely in this run (a span id is
+valid when its passage was) and it lies inside the boundary. Invalid citations go back to the
+writer once (ids that exist in the boundary are fetched instead); what still fails is removed
+and recorded with the reason. Then each cited sentence is compared with its cited text: numbers,
+dates and names in the sentence must appear there, and the sentence must be semantically close
+to it (embedder cosine). Unsupported claims are flagged, not hidden.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import numpy as np
+
+from core.library import Evidence
+from core.research.schemas import FlaggedClaim, RemovedCitation
+from graph.ids import parse_evidence_id
+from graph.schemas import Document
+
+logger = logging.getLogger(__name__)
+
+TOKEN = r"(?:E\d{1,3}|ev1:[0-9a-fA-F]{16}(?:#\d+-\d+)?)"
+GROUP_RE = re.compile(rf"\[\s*({TOKEN}(?:\s*[,;]?\s*{TOKEN})*)\s*\](?!\()")
+TOKEN_RE = re.compile(TOKEN)
+# Anything in brackets that looks like an attempted evidence id but is malformed.
+LOOSE_RE = re.compile(r"\[\s*(ev\d*:[^\]\s]*)\s*\]")
+SIMILARITY_FLOOR = 0.2
+
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+_STOP = set(
+    [
+        "the",
+        "a",
+        "an",
+        "this",
+        "that",
+        "these",
+        "those",
+        "it",
+        "its",
+        "in",
+        "on",
+        "at",
+        "of",
+        "for",
+        "and",
+        "or",
+        "but",
+        "by",
+        "with",
+        "from",
+        "as",
+        "to",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "has",
+        "have",
+        "had",
+        "not",
+        "no",
+        "yes",
+        "according",
+        "however",
+        "moreover",
+        "also",
+        "both",
+        "while",
+        "whereas",
+        "there",
+        "their",
+        "they",
+        "he",
+        "she",
+        "we",
+        "you",
+        "i",
+        "if",
+        "when",
+        "where",
+        "which",
+        "who",
+        "what",
+        "why",
+        "how",
+        "all",
+        "some",
+        "each",
+        "most",
+    ]
+)
+
+
+def citation_tokens(markdown: str) -> list[str]:
+    """Every citation token in order (labels like E1 and evidence ids)."""
+    out: list[str] = []
+    for m in GROUP_RE.finditer(markdown):
+        out.extend(TOKEN_RE.findall(m.group(1)))
+    out.extend(
+        m.group(1) for m in LOOSE_RE.finditer(markdown) if not TOKEN_RE.fullmatch(m.group(1))
+    )
+    return out
+
+
+def rewrite_citations(markdown: str, fn: Callable[[str], str | None]) -> str:
+    """Map each citation token through ``fn`` (None drops it); empty groups vanish."""
+
+    def group(m: re.Match[str]) -> str:
+        kept = [t for t in (fn(tok) for tok in TOKEN_RE.findall(m.group(1))) if t]
+        return "".join(f"[{t}]" for t in dict.fromkeys(kept))
+
+    out = GROUP_RE.sub(group, markdown)
+    out = LOOSE_RE.sub(lambda m: "" if not TOKEN_RE.fullmatch(m.group(1)) else m.group(0), out)
+    return re.sub(r"[ \t]+([.,;:])", r"\1", out)
+
+
+class CitationChecker:
+    """Decides whether a token is citable in this run.
+
+    ``labels`` maps the writer's short labels to evidence ids; ``fetched`` looks up evidence the
+    run fetched completely; ``lookup`` finds evidence in the library (None if absent) and
+    ``allows`` is the boundary. Stateless apart from its inputs; safe to share.
+    """
+
+    def __init__(
+        self,
+        labels: dict[str, str],
+        fetched: Callable[[str], Evidence | None],
+        lookup: Callable[[str], Evidence | None],
+        allows: Callable[[str], bool],
+    ) -> None:
+        self.labels = labels
+        self.fetched = fetched
+        self.lookup = lookup
+        self.allows = allows
+
+    def resolve(self, token: str) -> tuple[str | None, str]:
+        """(canonical evidence id or None, reason when invalid)."""
+        if re.fullmatch(r"E\d+", token):
+            if token not in self.labels:
+                return None, f"{token} is not one of the passages given to the writer"
+            token = self.labels[token]
+        try:
+            pid, rng = parse_evidence_id(token.lower() if token.startswith("ev1:") else token)
+        except ValueError:
+            return None, f"{token!r} is not a valid evidence id"
+        ev_id = token.lower()
+        ev = self.fetched(ev_id) or (self.fetched(pid) if rng is not None else None)
+        if ev is not None and self.allows(ev.doc_id):
+            if rng is not None and not (0 <= rng[0] < rng[1] <= len(ev.passage_text)):
+                return None, "span range outside its passage"
+            return ev_id, ""
+        found = self.lookup(ev_id)
+        if found is None:
+            return None, "no such evidence in the library"
+        if not self.allows(found.doc_id):
+            return None, "outside the chosen sources"
+        return None, "not fetched in this run"
+
+    def invalid(self, markdown: str) -> list[tuple[str, str]]:
+        out: dict[str, str] = {}
+        for tok in citation_tokens(markdown):
+            ev_id, reason = self.resolve(tok)
+            if ev_id is None:
+                out.setdefault(tok, reason)
+        return list(out.items())
+
+    def fetchable(self, token: str) -> str | None:
+        """An id that exists inside the boundary but was not fetched: the repair may fetch it."""
+        ev_id, reason = self.resolve(token)
+        if ev_id is None and reason == "not fetched in this run":
+            return self.labels.get(token, token).lower()
+        return None
+
+    def canonicalize(self, markdown: str) -> tuple[str, list[RemovedCitation]]:
+        """Replace labels by evidence ids; drop and record what is still invalid."""
+        removed: dict[str, RemovedCitation] = {}
+
+        def fn(tok: str) -> str | None:
+            ev_id, reason = self.resolve(tok)
+            if ev_id is None:
+                removed.setdefault(tok, RemovedCitation(evidence_id=tok, reason=reason))
+            return ev_id
+
+        for tok in citation_tokens(markdown):
+            if not TOKEN_RE.fullmatch(tok):
+                removed.setdefault(
+                    tok, RemovedCitation(evidence_id=tok, reason="malformed evidence id")
+                )
+        return rewrite_citations(markdown, fn), list(removed.values())
+
+
+# ----------------------------------------------------------------------------- claim support
+
+_SENT_RE = re.compile(r"[^\n]+?(?:[.!?](?=\s|$)|$)", re.MULTILINE)
+_NUM_RE = re.compile(r"\d[\d,]*(?:\.\d+)?")
+_ID_TOKEN_RE = re.compile(r"\[(ev1:[0-9a-f]{16}(?:#\d+-\d+)?)\]")
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.replace(",", "").replace("\u2019", "'").lower().split())
+
+
+def key_terms(sentence: str) -> list[str]:
+    """Numbers, dates and names a cited sentence asserts."""
+    plain = _ID_TOKEN_RE.sub(" ", sentence)
+    plain = re.sub(r"^[\s>*#\-\d.)]+", " ", plain)  # list markers, headings
+    terms: list[str] = [n.replace(",", "").rstrip(".") for n in _NUM_RE.findall(plain)]
+    words = re.findall(r"[A-Za-z][A-Za-z'\-]+", plain)
+    for i, w in enumerate(words):
+        low = w.lower()
+        if low in _MONTHS:
+            terms.append(low)
+        elif w[0].isupper() and i > 0 and low not in _STOP and len(w) > 2:
+            terms.append(w.strip("'"))
+    return list(dict.fromkeys(t for t in terms if t))
+
+
+def check_claims(
+    markdown: str,
+    evidence: Callable[[str], Evidence | None],
+    embed: Callable[[list[str]], np.ndarray] | None,
+) -> list[FlaggedClaim]:
+    """Flag cited sentences whose terms are missing from, or unlike, their cited text."""
+    flagged: list[FlaggedClaim] = []
+    items: list[tuple[str, list[str], str]] = []
+    sentences: list[str] = []
+    for m in _SENT_RE.finditer(markdown):
+        sentence = m.group(0).strip()
+        bare = _ID_TOKEN_RE.sub("", sentence)
+        if sentences and not re.search(r"\w", bare) and "\n" not in markdown[: m.start()][-1:]:
+            sentences[-1] = f"{sentences[-1]} {sentence}"  # "Claim. [id]": the id is the claim's
+        else:
+            sentences.append(sentence)
+    for sentence in sentences:
+        ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
+        if not ids:
+            continue
+        texts = [ev.text for ev in (evidence(i) for i in ids) if ev is not None]
+        cited = _norm(" ".join(texts))
+        missing = [t for t in key_terms(sentence) if _norm(t) not in cited]
+        if missing:
+            flagged.append(
+                FlaggedClaim(
+                    sentence=sentence,
+                    evidence_ids=ids,
+                    reason="not in the cited text: " + ", ".join(missing[:6]),
+                )
+            )
+            continue
+        items.append((sentence, ids, " ".join(texts)))
+    if embed is not None and items:
+        claims = [_ID_TOKEN_RE.sub(" ", s) for s, _, _ in items]
+        vecs = embed(claims + [t[:2000] for _, _, t in items])
+        n = len(items)
+        for i, (sentence, ids, _t) in enumerate(items):
+            sim = float(np.dot(vecs[i], vecs[n + i]))
+            if sim < SIMILARITY_FLOOR:
+                flagged.append(
+                    FlaggedClaim(
+                        sentence=sentence,
+                        evidence_ids=ids,
+                        reason=f"weak match with the cited text (similarity {sim:.2f})",
+                    )
+                )
+    return flagged
+
+
+def mark_flagged(markdown: str, flagged: list[FlaggedClaim]) -> str:
+    """Mark each flagged sentence in place (⚠) so the reader sees it."""
+    for f in flagged:
+        markdown = markdown.replace(f.sentence, f"{f.sentence} ⚠", 1)
+    return markdown
+
+
+# ----------------------------------------------------------------------------- credibility
+
+_AUTHORITY = {"pdf": 0.75, "html": 0.55, "web": 0.5, "markdown": 0.5, "text": 0.5, "jsonl": 0.6}
+_BIAS = re.compile(
+    r"!|\b(shocking|outrageous|always|never|everyone|obviously|undeniabl\w*|disaster\w*)\b", re.I
+)
+
+
+def credibility(doc: Document, quotes: list[str], corroborating_docs: int) -> float:
+    """A 0-1 score from authority (kind), recency, corroboration, specificity and bias signs."""
+    authority = _AUTHORITY.get(doc.kind, 0.5)
+    age_days = max(0.0, (datetime.now(UTC) - doc.added_at.astimezone(UTC)).days)
+    recency = 0.3 if doc.superseded_by else max(0.4, 1.0 - age_days / 3650)
+    corroboration = min(1.0, corroborating_docs / 2)
+    text = " ".join(quotes)
+    words = max(1, len(text.split()))
+    specificity = min(1.0, 0.3 + 10 * len(_NUM_RE.findall(text)) / words)
+    bias = min(1.0, 20 * len(_BIAS.findall(text)) / words)
+    score = (
+        0.35 * authority
+        + 0.15 * recency
+        + 0.2 * corroboration
+        + 0.2 * specificity
+        + 0.1 * (1 - bias)
+    )
+    return round(max(0.0, min(1.0, score)), 2)

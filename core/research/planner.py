@@ -1,0 +1,181 @@
+"""Planning: optional clarification and source routing, then the ``ResearchPlan``.
+
+The planner is grounded by a discovery search for the question. A plan that fails validation is
+retried once (the model layer shows the model its validation error); if that fails too, a
+fallback plan (one query: the question itself) is used and recorded in the task log.
+Dependencies are repaired deterministically: unknown ids are dropped and cycles broken.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from core.errors import ModelError
+from core.research.context import RunContext
+from core.research.prompts import answer_budget, fit_messages, schema_reserve
+from core.research.schemas import Clarification, ResearchPlan, ResearchQuery, routing_model
+
+logger = logging.getLogger(__name__)
+
+PLAN_MAX_TOKENS = 400
+
+
+def fallback_plan(question: str) -> ResearchPlan:
+    """The plan used when the planner cannot produce a valid one: one query, the question."""
+    return ResearchPlan(
+        task_analysis="Fallback plan: the planner did not return a valid plan.",
+        answer_shape="report",
+        queries=[ResearchQuery(id="q1", query=question[:300].ljust(3, "?"))],
+    )
+
+
+def normalize_plan(plan: ResearchPlan) -> ResearchPlan:
+    """Ids renamed q1, q2, ... (a model's ids may be long or repeated; user ids that are
+    short and safe are kept), dependencies only on known ids, no cycles."""
+    rename: dict[str, str] = {}
+    queries: list[ResearchQuery] = []
+    for i, q in enumerate(plan.queries, 1):
+        safe = re.fullmatch(r"[A-Za-z0-9_-]{1,8}", q.id) and q.id not in rename.values()
+        qid = q.id if safe else f"q{i}"
+        while qid in rename.values():
+            qid += "x"
+        rename.setdefault(q.id, qid)
+        queries.append(
+            q.model_copy(update={"id": qid, "depends_on": [rename.get(d, d) for d in q.depends_on]})
+        )
+    late = {old: new for old, new in rename.items()}
+    queries = [
+        q.model_copy(update={"depends_on": [late.get(d, d) for d in q.depends_on]}) for q in queries
+    ]
+    ids = {q.id for q in queries}
+    placed: set[str] = set()
+    fixed: list[ResearchQuery] = []
+    remaining = [
+        q.model_copy(update={"depends_on": [d for d in q.depends_on if d in ids and d != q.id]})
+        for q in queries
+    ]
+    while remaining:
+        ready = [q for q in remaining if all(d in placed for d in q.depends_on)]
+        if not ready:  # a cycle: release the first query from its unmet dependencies
+            q = remaining[0]
+            ready = [q.model_copy(update={"depends_on": [d for d in q.depends_on if d in placed]})]
+            remaining = [ready[0], *remaining[1:]]
+        for q in ready:
+            fixed.append(q)
+            placed.add(q.id)
+        ready_ids = {q.id for q in ready}
+        remaining = [q for q in remaining if q.id not in ready_ids]
+    order = {q.id: i for i, q in enumerate(queries)}
+    fixed.sort(key=lambda q: order[q.id])
+    return plan.model_copy(update={"queries": fixed})
+
+
+def batches(plan: ResearchPlan, done: set[str]) -> list[list[ResearchQuery]]:
+    """Queries in dependency layers; each layer runs after the ones before it."""
+    placed = set(done)
+    todo = [q for q in plan.queries if q.id not in done]
+    out: list[list[ResearchQuery]] = []
+    while todo:
+        layer = [q for q in todo if all(d in placed for d in q.depends_on)] or todo[:1]
+        out.append(layer)
+        placed.update(q.id for q in layer)
+        todo = [q for q in todo if q.id not in placed]
+    return out
+
+
+def discovery(ctx: RunContext, question: str) -> str:
+    """A few search results that ground the plan in what the library holds."""
+    res = ctx.tool(
+        "plan/discover",
+        "discover_evidence",
+        lambda: ctx.tools.discover_evidence(question),
+        args={"query": question},
+    )
+    return res.text if not res.error else f"(search failed: {res.error})"
+
+
+def make_plan(ctx: RunContext, question: str, answers: list[str]) -> tuple[ResearchPlan, bool]:
+    """(plan, whether it is the fallback plan)."""
+    saved = ctx.log.lookup(ctx.task, "plan_fallback")
+    if saved is not None:
+        return ResearchPlan.model_validate(saved[1]["plan"]), True
+    llm = ctx.model("planner")
+    variables: dict[str, Any] = {
+        "question": question,
+        "answers": answers,
+        "scope": ctx.scope.describe(),
+        "discovery": discovery(ctx, question),
+    }
+    budget = answer_budget(llm, PLAN_MAX_TOKENS)
+    msgs = fit_messages(
+        llm,
+        "planner",
+        variables,
+        {"discovery": "head"},
+        budget,
+        reserve=schema_reserve(llm, ResearchPlan),
+    )
+    try:
+        plan, _ = ctx.model_json("planner", "plan", msgs, ResearchPlan, max_tokens=budget)
+        return normalize_plan(plan), False
+    except ModelError as exc:
+        logger.info("planner failed (%s); using the fallback plan", exc)
+        plan = fallback_plan(question)
+        ctx.log.append(
+            ctx.task,
+            ctx.run,
+            "plan_fallback",
+            "plan_fallback",
+            {"error": str(exc), "plan": plan.model_dump()},
+        )
+        return plan, True
+
+
+def clarify(ctx: RunContext, question: str) -> list[str]:
+    """Questions for the user about scope or output shape (empty if the question is clear)."""
+    llm = ctx.model("clarifier")
+    msgs = fit_messages(
+        llm,
+        "clarifier",
+        {"question": question, "scope": ctx.scope.describe()},
+        {},
+        200,
+        reserve=schema_reserve(llm, Clarification),
+    )
+    try:
+        out, _ = ctx.model_json("clarifier", "clarify", msgs, Clarification, max_tokens=200)
+    except ModelError as exc:
+        logger.info("clarifier failed: %s", exc)
+        return []
+    return [q.strip()[:300] for q in out.questions if q.strip()]
+
+
+def route(ctx: RunContext, question: str, max_docs: int = 40) -> frozenset[str]:
+    """Advisory routing: preferred documents inside the boundary (never widens it)."""
+    docs = [
+        d for d in ctx.library.documents(include_superseded=False) if ctx.scope.allows(d.doc_id)
+    ]
+    if len(docs) < 2 or len(docs) > max_docs:
+        return frozenset()
+    schema = routing_model([d.doc_id for d in docs])
+    llm = ctx.model("router")
+    msgs = fit_messages(
+        llm,
+        "router",
+        {
+            "question": question,
+            "documents": [{"id": d.doc_id, "title": d.title[:120]} for d in docs],
+        },
+        {},
+        200,
+        reserve=schema_reserve(llm, schema),
+    )
+    try:
+        out, _ = ctx.model_json("router", "route", msgs, schema, max_tokens=200)
+    except ModelError as exc:
+        logger.info("router failed: %s", exc)
+        return frozenset()
+    picked = frozenset(getattr(out, "preferred_doc_ids", []))
+    return frozenset(d for d in picked if ctx.scope.allows(d))

@@ -1,0 +1,354 @@
+"""A research worker: one query, a loop of tool calls with a thought each, then notes.
+
+Hard limits (tool calls, steps) and stop rules (enough evidence; the last two searches returned
+the same passages) end the loop; a worker must search before it may finish. When the model's
+action is invalid even after its retry, a deterministic default action keeps the worker moving
+(search first, then fetch the best unread hit, then finish), so a small model still completes.
+
+The notes' findings may cite only ids this worker fetched completely (an enum built per call).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+from core.errors import ModelError
+from core.research.context import RunContext, invalid_output
+from core.research.prompts import answer_budget, fit_messages, schema_reserve
+from core.research.schemas import (
+    Finding,
+    ResearchNotes,
+    ResearchQuery,
+    ToolResult,
+    action_model,
+    notes_model,
+)
+from core.research.tools import TOOL_HELP
+
+logger = logging.getLogger(__name__)
+
+ACTION_MAX_TOKENS = 160
+NOTES_MAX_TOKENS = 500
+MAX_ENUM_IDS = 40
+TRACE_RESULT_CHARS = 900
+
+
+class Worker:
+    """Runs one query. Threading contract: one instance per thread; shares only ``ctx``."""
+
+    def __init__(
+        self, ctx: RunContext, query: ResearchQuery, prefix: str, context: str = ""
+    ) -> None:
+        self.ctx = ctx
+        self.q = query
+        self.prefix = prefix
+        self.context = context
+        self.known: list[str] = []
+        self.discovered: list[str] = []
+        self.fetched: list[str] = []
+        self.trace: list[str] = []
+        self.searches: list[frozenset[str]] = []
+        self.tool_calls = 0
+        self.steps = 0
+        self.errors: list[str] = []
+        self.decisions: list[str] = []
+
+    # ------------------------------------------------------------------ loop
+
+    def run(self) -> ResearchNotes:
+        limits = self.ctx.limits
+        stop = ""
+        last: tuple[str, str, str] = ("", "", "")
+        if limits.auto_search:
+            self._call("discover_evidence", {"query": self.q.query})
+            last = ("discover_evidence", self.q.query, "")
+        while not stop:
+            self.ctx.check_cancel()
+            if self.steps >= limits.max_steps:
+                stop = "max_steps"
+                break
+            if self.tool_calls >= limits.max_tool_calls:
+                stop = "max_tool_calls"
+                break
+            self.steps += 1
+            self.ctx.tools.set_step(self.q.id, self.steps, f"{self.prefix} step {self.steps}")
+            action = self._next_action()
+            name = str(action.get("action") or "finish")
+            thought = str(action.get("thought") or "")
+            if thought:
+                self.trace.append(f"thought: {thought}")
+            if name == "finish":
+                if not self.searches:
+                    self.trace.append("(You must search before finishing.)")
+                    name, action = "discover_evidence", {"query": self.q.query}
+                else:
+                    stop = "finished"
+                    break
+            if name == "think":
+                continue
+            signature = (name, str(action.get("query") or ""), str(action.get("evidence_id") or ""))
+            if signature == last or (
+                not self.searches and name != "discover_evidence" and self.steps > 1
+            ):
+                # A repeated call returns what it returned before, and a worker searches before
+                # anything else: take the default action instead (search, read, finish).
+                self.trace.append(f"({name} again is not useful; the default action was taken)")
+                action = self._default_action()
+                name = str(action["action"])
+                if name == "finish":
+                    stop = "finished"
+                    break
+                signature = (
+                    name,
+                    str(action.get("query") or ""),
+                    str(action.get("evidence_id") or ""),
+                )
+            last = signature
+            self._call(name, action)
+            if len(self.searches) >= 2 and self.searches[-1] == self.searches[-2]:
+                stop = "repeated_results"
+            elif len(self.fetched) >= limits.enough_fetches:
+                stop = "enough_evidence"
+        if stop in ("max_steps", "max_tool_calls"):
+            self.ctx.flags.add("budget_hits", f"{self.q.id}: {stop}")
+        self._fetch_before_notes()
+        notes = self._notes()
+        notes.stop_reason = stop
+        self.ctx.emit(
+            "worker", worker=self.q.id, text=f"done ({stop}), {len(notes.findings)} finding(s)"
+        )
+        return notes
+
+    def _default_action(self) -> dict[str, Any]:
+        if not self.searches:
+            return {"action": "discover_evidence", "query": self.q.query}
+        unread = [i for i in self.discovered if i not in self.fetched]
+        if unread and len(self.fetched) < 3:
+            return {"action": "fetch_evidence", "evidence_id": unread[0]}
+        return {"action": "finish"}
+
+    def _next_action(self) -> dict[str, Any]:
+        ctx = self.ctx
+        llm = ctx.model("researcher")
+        schema = action_model(self.known[-MAX_ENUM_IDS:])
+        budget = answer_budget(llm, ACTION_MAX_TOKENS)
+        variables = {
+            "query": self.q.query,
+            "purpose": self.q.purpose,
+            "context": self.context,
+            "tools": [f"{k}: {v}" for k, v in TOOL_HELP.items()],
+            "trace": "\n".join(self.trace),
+            "searched": bool(self.searches),
+            "calls_left": ctx.limits.max_tool_calls - self.tool_calls,
+        }
+        try:
+            msgs = fit_messages(
+                llm,
+                "researcher",
+                variables,
+                {"trace": "tail", "context": "head"},
+                budget,
+                reserve=schema_reserve(llm, schema),
+            )
+            out, _ = ctx.model_json(
+                "researcher",
+                f"{self.prefix}/s{self.steps}",
+                msgs,
+                schema,
+                max_tokens=budget,
+            )
+            return out.model_dump()
+        except ModelError as exc:
+            if not invalid_output(exc):
+                raise
+            logger.info("%s: invalid action (%s); using the default action", self.q.id, exc)
+            self.trace.append("(invalid action; the default action was taken)")
+            return self._default_action()
+
+    # ------------------------------------------------------------------ tools
+
+    def _remember(self, ids: list[str]) -> None:
+        for i in ids:
+            if i in self.known:
+                self.known.remove(i)
+            self.known.append(i)
+
+    def _call(self, name: str, action: dict[str, Any]) -> ToolResult:
+        ctx, tools = self.ctx, self.ctx.tools
+        query = str(action.get("query") or "").strip()
+        ev_id = str(action.get("evidence_id") or "").strip()
+        key = f"{self.prefix}/t{self.tool_calls + 1}"
+        if name in ("fetch_evidence", "explore", "navigate") and not ev_id:
+            unread = [i for i in self.discovered if i not in self.fetched]
+            if name == "fetch_evidence" and unread:
+                ev_id = unread[0]
+            else:
+                res = ToolResult(tool=name, text="", error="evidence_id is required.")
+                self.trace.append(f"{name}() -> error: {res.error}")
+                return res
+        self.tool_calls += 1
+        arg = ev_id or query
+        if name == "discover_evidence":
+            res = ctx.tool(
+                key,
+                name,
+                lambda: tools.discover_evidence(query or self.q.query),
+                args={"query": query or self.q.query},
+            )
+            self.searches.append(frozenset(res.ids))
+            self.discovered.extend(i for i in res.ids if i not in self.discovered)
+        elif name == "fetch_evidence":
+            res = ctx.tool(
+                key,
+                name,
+                lambda: tools.fetch_evidence(ev_id),
+                args={"evidence_id": ev_id},
+                cache=False,
+            )
+            if not res.error and res.complete and ev_id not in self.fetched:
+                self.fetched.append(ev_id)
+        elif name == "find_entities":
+            res = ctx.tool(
+                key,
+                name,
+                lambda: tools.find_entities(query or self.q.query),
+                args={"query": query or self.q.query},
+            )
+            self.discovered.extend(i for i in res.ids if i not in self.discovered)
+        elif name == "explore":
+            res = ctx.tool(key, name, lambda: tools.explore(ev_id), args={"evidence_id": ev_id})
+        elif name == "navigate":
+            direction = str(action.get("direction") or "next")
+            res = ctx.tool(
+                key,
+                name,
+                lambda: tools.navigate(ev_id, direction),
+                args={"evidence_id": ev_id, "direction": direction},
+            )
+        elif name == "record_decision":
+            res = ctx.tool(key, name, lambda: tools.record_decision(self.q.id, self.steps, query))
+            if not res.error:
+                self.decisions.append(query)  # confirmed: the write returned
+        elif name == "search_decisions":
+            res = ctx.tool(key, name, lambda: tools.search_decisions(query))
+        else:
+            res = ToolResult(tool=name, text="", error=f"Unknown tool {name!r}.")
+        self._remember(res.ids)
+        if res.error:
+            self.errors.append(res.error)
+            self.trace.append(f"{name}({arg}) -> error: {res.error}")
+        else:
+            text = (
+                res.text
+                if len(res.text) <= TRACE_RESULT_CHARS
+                else res.text[:TRACE_RESULT_CHARS] + "…"
+            )
+            self.trace.append(f"{name}({arg}) ->\n{text}")
+        return res
+
+    def _fetch_before_notes(self) -> None:
+        """A worker that searched but read nothing fetches its best hits (within its budget)."""
+        budget = self.ctx.limits.max_tool_calls - self.tool_calls
+        for ev_id in [i for i in self.discovered if i not in self.fetched][
+            : min(2, max(0, budget))
+        ]:
+            if self.fetched:
+                break
+            self._call("fetch_evidence", {"evidence_id": ev_id})
+
+    # ------------------------------------------------------------------ notes
+
+    def _notes(self) -> ResearchNotes:
+        ctx = self.ctx
+        notes = ResearchNotes(
+            query_id=self.q.id,
+            query=self.q.query,
+            raw=list(self.trace),
+            fetched_ids=list(self.fetched),
+            tool_calls=self.tool_calls,
+            steps=self.steps,
+            tool_errors=list(self.errors),
+            decisions=list(self.decisions),
+        )
+        if not self.fetched:
+            notes.gaps = [self.q.query]
+            return notes
+        blocks = []
+        for ev_id in self.fetched:
+            ev = ctx.fetched.get(ev_id)
+            if ev is not None:
+                blocks.append(f"[{ev_id}] {ev.title}\n{ev.text}")
+        llm = ctx.model("researcher")
+        schema = notes_model(self.fetched)
+        budget = answer_budget(llm, NOTES_MAX_TOKENS)
+        try:
+            msgs = fit_messages(
+                llm,
+                "notes",
+                {"query": self.q.query, "evidence": "\n\n".join(blocks)},
+                {"evidence": "head"},
+                budget,
+                reserve=schema_reserve(llm, schema),
+            )
+            out, _ = ctx.model_json(
+                "researcher", f"{self.prefix}/notes", msgs, schema, max_tokens=budget
+            )
+            data = out.model_dump()
+            notes.findings = [
+                Finding(claim=f["claim"], evidence_ids=list(f["evidence_ids"]))
+                for f in data["findings"]
+            ]
+            notes.gaps = [g for g in data["gaps"] if g.strip()]
+            notes.sufficient = bool(data["sufficient"]) and bool(notes.findings)
+        except ModelError as exc:
+            if not invalid_output(exc):
+                raise
+            logger.info("%s: notes failed (%s); keeping extractive notes", self.q.id, exc)
+            for ev_id in self.fetched[:3]:
+                ev = ctx.fetched.get(ev_id)
+                if ev is not None:
+                    notes.findings.append(
+                        Finding(claim=" ".join(ev.text.split())[:200], evidence_ids=[ev_id])
+                    )
+        return notes
+
+
+def run_worker(
+    ctx: RunContext, query: ResearchQuery, prefix: str, context: str = ""
+) -> ResearchNotes:
+    """Run one worker; a completed worker of an earlier run is reused, its fetches redone."""
+
+    def work() -> ResearchNotes:
+        ctx.emit("worker", worker=query.id, text=f"researching: {query.query}")
+        return Worker(ctx, query, prefix, context).run()
+
+    notes, reused = ctx.log.step(
+        ctx.task,
+        ctx.run,
+        f"{prefix}/worker",
+        work,
+        dump=lambda n: n.model_dump(mode="json"),
+        load=ResearchNotes.model_validate,
+    )
+    if reused:
+        # Citations are fetched again in the current run: only a fetch of this run counts.
+        still: list[str] = []
+        for ev_id in notes.fetched_ids:
+            res = ctx.tool(
+                f"{prefix}/refetch/{ev_id}",
+                "fetch_evidence",
+                functools.partial(ctx.tools.fetch_evidence, ev_id),
+                cache=False,
+            )
+            if not res.error and res.complete:
+                still.append(ev_id)
+        notes.fetched_ids = still
+        notes.findings = [
+            f.model_copy(update={"evidence_ids": [e for e in f.evidence_ids if e in still]})
+            for f in notes.findings
+        ]
+        notes.findings = [f for f in notes.findings if f.evidence_ids]
+        ctx.emit("worker", worker=query.id, text="reused from the earlier run")
+    return notes

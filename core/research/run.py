@@ -1,0 +1,432 @@
+"""One research run: question in, cited report out. See ARCHITECTURE.md, "Research".
+
+Stages: (optional) routing -> plan (user's, planner's, or the recorded fallback) -> researcher
+workers in dependency batches, concurrent up to ``max_workers`` -> sufficiency check and
+follow-up rounds for gaps -> writer (streamed) -> citation check with one repair pass ->
+claim-support check -> sanitize and renumber -> ``Report`` with a status.
+
+Every step goes through the task log first, so rerunning the same task name resumes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+from pydantic import BaseModel, Field
+
+from core.errors import CancelledError, SourcebookError
+from core.library import Evidence, Library
+from core.research import planner, writer
+from core.research.citations import (
+    CitationChecker,
+    check_claims,
+    citation_tokens,
+    credibility,
+    mark_flagged,
+)
+from core.research.context import EventFn, RunContext, StopSignal
+from core.research.researcher import run_worker
+from core.research.sanitize import renumber, sanitize_links, sources_section
+from core.research.schemas import (
+    Boundary,
+    CitationRecord,
+    FlaggedClaim,
+    RemovedCitation,
+    Report,
+    ResearchLimits,
+    ResearchNotes,
+    ResearchPlan,
+    ResearchQuery,
+    RunStatus,
+)
+from core.research.tools import Fetched, Scope, Tools
+from core.tasks import RecordingFailed, TaskLog
+from models.llm import LLM
+
+logger = logging.getLogger(__name__)
+
+FINAL = frozenset(
+    {"answered", "insufficient_evidence", "partial", "partial_retrieval", "budget_exhausted"}
+)
+MAX_FOLLOWUPS = 3
+
+
+class ResearchRequest(BaseModel):
+    """What the user asked for."""
+
+    question: str = Field(..., min_length=3)
+    task: str | None = None
+    boundary: Boundary = Field(default_factory=Boundary)
+    limits: ResearchLimits = Field(default_factory=ResearchLimits)
+    answers: list[str] = Field(default_factory=list, description="Clarification answers.")
+    plan: ResearchPlan | None = Field(None, description="A plan the user edited; skips planning.")
+    route: bool = Field(False, description="Run advisory source routing first.")
+    fresh: bool = Field(False, description="Ignore a finished report saved under this task name.")
+
+
+def task_name(question: str) -> str:
+    slug = "-".join(re.findall(r"[a-z0-9]+", question.lower())[:6]) or "task"
+    return f"{slug}-{hashlib.sha256(question.encode()).hexdigest()[:6]}"
+
+
+def _context(
+    library: Library,
+    log: TaskLog,
+    task: str,
+    run: int,
+    models: Mapping[str, LLM],
+    req: ResearchRequest,
+    cancel: StopSignal,
+    on_event: EventFn | None,
+) -> RunContext:
+    scope = Scope(library, req.boundary)
+    fetched = Fetched()
+    tools = Tools(library, scope, req.limits, log, task, run, fetched)
+    return RunContext(
+        library, log, task, run, models, req.limits, scope, tools, fetched, cancel, on_event
+    )
+
+
+def clarify_questions(
+    library: Library, log: TaskLog, models: Mapping[str, LLM], req: ResearchRequest
+) -> list[str]:
+    """Questions to ask the user before the run (empty if the question is clear)."""
+    task = req.task or task_name(req.question)
+    run = log.begin(task, req.question, {"stage": "clarify"})
+    ctx = _context(library, log, task, run, models, req, StopSignal(), None)
+    questions = planner.clarify(ctx, req.question)
+    log.finish(task, "clarifying", None)
+    return questions
+
+
+def run_research(
+    library: Library,
+    log: TaskLog,
+    models: Mapping[str, LLM],
+    req: ResearchRequest,
+    *,
+    cancel: threading.Event | None = None,
+    on_event: EventFn | None = None,
+    on_token: Callable[[str], None] | None = None,
+) -> Report:
+    """Run (or resume) the task; never raises for a run that started (the status says it)."""
+    task = req.task or task_name(req.question)
+    saved = log.get(task)
+    if saved is not None and saved.status in FINAL and saved.report and not req.fresh:
+        return Report.model_validate(saved.report)
+    try:
+        run = log.begin(
+            task,
+            req.question,
+            {"boundary": req.boundary.model_dump(mode="json"), "limits": req.limits.model_dump()},
+        )
+    except RecordingFailed as exc:
+        return Report(
+            task=task, question=req.question, status="recording_failed", status_reasons=[str(exc)]
+        )
+    ctx = _context(library, log, task, run, models, req, StopSignal(cancel), on_event)
+    state = _State(task=task, question=req.question)
+    try:
+        _run(ctx, req, state, on_token)
+    except CancelledError:
+        state.status = "cancelled"
+        state.reasons.append("The run was cancelled; rerun the task to continue.")
+    except RecordingFailed as exc:
+        state.status = "recording_failed"
+        state.reasons.append(str(exc))
+    except SourcebookError as exc:
+        logger.warning("research run %s failed: %s", task, exc)
+        state.status = "partial"
+        state.reasons.append(f"The run stopped: {exc}")
+    report = state.report()
+    try:
+        log.finish(task, report.status, report.model_dump(mode="json"))
+    except RecordingFailed as exc:
+        report.status = "recording_failed"
+        report.status_reasons.append(str(exc))
+    ctx.emit("stage", stage="done", text=report.status)
+    return report
+
+
+class _State:
+    """What the run has produced so far (kept when it is cancelled midway)."""
+
+    def __init__(self, task: str, question: str) -> None:
+        self.task = task
+        self.question = question
+        self.status: RunStatus | None = None
+        self.reasons: list[str] = []
+        self.plan: ResearchPlan | None = None
+        self.fallback = False
+        self.notes: dict[str, ResearchNotes] = {}
+        self.markdown = ""
+        self.citations: list[CitationRecord] = []
+        self.removed: list[RemovedCitation] = []
+        self.flagged: list[FlaggedClaim] = []
+
+    def report(self) -> Report:
+        return Report(
+            task=self.task,
+            question=self.question,
+            status=self.status or "partial",
+            status_reasons=self.reasons,
+            markdown=self.markdown,
+            citations=self.citations,
+            removed_citations=self.removed,
+            flagged_claims=self.flagged,
+            plan=self.plan,
+            plan_fallback=self.fallback,
+            notes=list(self.notes.values()),
+        )
+
+
+def _run(
+    ctx: RunContext, req: ResearchRequest, st: _State, on_token: Callable[[str], None] | None
+) -> None:
+    if req.route:
+        ctx.emit("stage", stage="routing")
+        with ctx.log.span(ctx.task, ctx.run, "stage", "routing"):
+            ctx.tools.preferred_docs = planner.route(ctx, req.question)
+    ctx.emit("stage", stage="planning")
+    with ctx.log.span(ctx.task, ctx.run, "stage", "planning"):
+        if req.plan is not None:
+            plan, _ = ctx.log.step(
+                ctx.task,
+                ctx.run,
+                "plan",
+                lambda: planner.normalize_plan(req.plan),  # type: ignore[arg-type]
+                dump=lambda p: p.model_dump(mode="json"),
+                load=ResearchPlan.model_validate,
+            )
+            st.plan, st.fallback = plan, False
+        else:
+            st.plan, st.fallback = planner.make_plan(ctx, req.question, req.answers)
+    if len(st.plan.queries) > ctx.limits.max_queries:
+        kept = st.plan.queries[: ctx.limits.max_queries]
+        ids = {q.id for q in kept}
+        kept = [
+            q.model_copy(update={"depends_on": [d for d in q.depends_on if d in ids]}) for q in kept
+        ]
+        st.plan = st.plan.model_copy(update={"queries": kept})
+    if st.fallback:
+        st.reasons.append(
+            "The planner's output was invalid twice; a one-query fallback plan was used."
+        )
+    ctx.emit("stage", stage="research", text=f"{len(st.plan.queries)} queries")
+    with ctx.log.span(ctx.task, ctx.run, "stage", "research"):
+        _research(ctx, st.plan, st)
+    notes = list(st.notes.values())
+    evidence = writer.order_evidence(ctx, notes)
+    if not evidence:
+        st.status = "insufficient_evidence"
+        st.reasons.append("No passage inside the chosen sources could be read for this question.")
+        st.markdown = "The chosen sources do not contain evidence that answers this question.\n"
+        return
+    labels = writer.labels_for(evidence)
+    ctx.emit("stage", stage="writing")
+    with ctx.log.span(ctx.task, ctx.run, "stage", "writing"):
+        draft = writer.write(ctx, req.question, st.plan, notes, evidence, labels, on_token)
+        if not citation_tokens(draft):
+            fallback = writer.findings_report(notes)
+            if fallback:
+                # A small model may write without citing anything: uncited text cannot stand in
+                # the report, so the researchers' findings (cited by enum) are used instead.
+                ctx.log.append(ctx.task, ctx.run, "writer_fallback", "writer_fallback", fallback)
+                st.reasons.append(
+                    "The writer cited nothing; the report lists the researchers' cited findings."
+                )
+                draft = fallback
+    ctx.emit("stage", stage="checking citations")
+    with ctx.log.span(ctx.task, ctx.run, "stage", "citations"):
+        _finish(ctx, st, draft, labels, notes)
+
+
+def _research(ctx: RunContext, plan: ResearchPlan, st: _State) -> None:
+    queries = list(plan.queries)
+    for rnd in range(1, ctx.limits.max_rounds + 1):
+        done = {q for q, n in st.notes.items() if not n.failed}
+        for batch in planner.batches(plan.model_copy(update={"queries": queries}), done):
+            ctx.check_cancel()
+            _run_batch(ctx, batch, rnd, st)
+        pending = [n for n in st.notes.values() if n.failed or not n.sufficient]
+        if rnd == ctx.limits.max_rounds or not pending:
+            break
+        followups: list[ResearchQuery] = []
+        for n in pending:
+            if n.failed:  # only failed queries run again, under a fresh id
+                followups.append(ResearchQuery(id=f"{n.query_id[:5]}r{rnd}", query=n.query))
+            for gap in n.gaps:
+                text = gap.strip()
+                if len(text) >= 3 and text.lower() != n.query.lower():
+                    followups.append(
+                        ResearchQuery(id=f"g{rnd}{len(followups) + 1}", query=text[:300])
+                    )
+        followups = followups[:MAX_FOLLOWUPS]
+        if not followups:
+            break
+        ctx.log.append(
+            ctx.task, ctx.run, "followups", f"followups/r{rnd}", [q.model_dump() for q in followups]
+        )
+        ctx.emit("stage", stage="follow-up", text=f"round {rnd + 1}: {len(followups)} queries")
+        queries = followups
+
+
+def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: _State) -> None:
+    def context_for(q: ResearchQuery) -> str:
+        return "\n".join(st.notes[d].compressed(600) for d in q.depends_on if d in st.notes)
+
+    workers = min(ctx.limits.max_workers, len(batch))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="researcher") as pool:
+        futures = {
+            q.id: pool.submit(run_worker, ctx, q, f"r{rnd}/{q.id}", context_for(q)) for q in batch
+        }
+        stop: SourcebookError | None = None
+        for q in batch:
+            try:
+                st.notes[q.id] = futures[q.id].result()
+            except (CancelledError, RecordingFailed) as exc:
+                if stop is None or isinstance(exc, RecordingFailed):
+                    stop = exc
+                ctx.cancel.set()  # the other workers stop at their next step
+            except SourcebookError as exc:
+                logger.warning("worker %s failed: %s", q.id, exc)
+                ctx.flags.add("failed_workers", f"{q.id}: {exc}")
+                st.notes[q.id] = ResearchNotes(
+                    query_id=q.id,
+                    query=q.query,
+                    failed=True,
+                    gaps=[q.query],
+                    stop_reason=f"failed: {exc}",
+                )
+        if stop is not None:
+            raise stop
+
+
+def _finish(
+    ctx: RunContext, st: _State, draft: str, labels: dict[str, str], notes: list[ResearchNotes]
+) -> None:
+    def lookup(ev_id: str) -> Evidence | None:
+        try:
+            return ctx.library.evidence(ev_id)
+        except SourcebookError:
+            return None
+
+    def fetched_or_span(ev_id: str) -> Evidence | None:
+        ev = ctx.fetched.get(ev_id)
+        if ev is None and "#" in ev_id and ctx.fetched.get(ev_id.split("#")[0]) is not None:
+            ev = lookup(ev_id)
+        return ev
+
+    checker = CitationChecker(labels, fetched_or_span, lookup, ctx.scope.allows)
+    invalid = checker.invalid(draft)
+    if invalid:
+        # Repair: ids that exist inside the boundary are fetched; the rest go back to the writer.
+        for tok, _reason in invalid:
+            ev_id = checker.fetchable(tok)
+            if ev_id is not None:
+                ctx.tool(
+                    f"repair/fetch/{ev_id}",
+                    "fetch_evidence",
+                    functools.partial(ctx.tools.fetch_evidence, ev_id),
+                    cache=False,
+                )
+        still = checker.invalid(draft)
+        if still:
+            ctx.emit("stage", stage="repairing citations", text=", ".join(t for t, _ in still))
+            draft = writer.repair(ctx, draft, [t for t, _ in still], labels)
+    text, removed = checker.canonicalize(draft)
+    st.removed = removed
+    if removed:
+        st.reasons.append(f"{len(removed)} citation(s) could not be verified and were removed.")
+    st.flagged = check_claims(text, fetched_or_span, lambda xs: ctx.library.embedder.embed(xs))
+    if st.flagged:
+        st.reasons.append(
+            f"{len(st.flagged)} claim(s) are not clearly supported by their citation (marked ⚠)."
+        )
+    text = mark_flagged(sanitize_links(text), st.flagged)
+
+    docs: dict[str, str] = {}
+
+    def doc_of(ev_id: str) -> str:
+        ev = fetched_or_span(ev_id)
+        docs[ev_id] = ev.doc_id if ev else ev_id
+        return docs[ev_id]
+
+    body, numbers = renumber(text, doc_of)
+    st.citations = _records(ctx, numbers, fetched_or_span)
+    if st.flagged:
+        body = (
+            body.rstrip()
+            + "\n\n## Flagged claims\n\n"
+            + "\n".join(f"- ⚠ {f.reason}" for f in st.flagged)
+            + "\n"
+        )
+    st.markdown = body.rstrip() + "\n\n" + (sources_section(st.citations) if st.citations else "")
+    st.status = _status(ctx, st, notes)
+
+
+def _records(
+    ctx: RunContext, numbers: dict[str, int], get: Callable[[str], Evidence | None]
+) -> list[CitationRecord]:
+    evs = {i: ev for i, ev in ((i, get(i)) for i in numbers) if ev is not None}
+    docs = {ev.doc_id for ev in evs.values()}
+    cred = {
+        d: credibility(
+            ctx.library.store.get_document(d),
+            [e.text for e in evs.values() if e.doc_id == d],
+            len(docs) - 1,
+        )
+        for d in docs
+    }
+    out = [
+        CitationRecord(
+            number=numbers[i],
+            evidence_id=i,
+            doc_id=ev.doc_id,
+            title=ev.title,
+            source_uri=ev.source_uri,
+            pages=ev.pages,
+            boxes=ev.boxes,
+            quote=ev.text,
+            content_sha256=hashlib.sha256(ev.text.encode("utf-8")).hexdigest(),
+            superseded=ev.superseded,
+            credibility=cred[ev.doc_id],
+        )
+        for i, ev in evs.items()
+    ]
+    return sorted(out, key=lambda c: c.number)
+
+
+def _status(ctx: RunContext, st: _State, notes: list[ResearchNotes]) -> RunStatus:
+    if not st.citations:
+        st.reasons.append("The report has no verified citation.")
+        return "insufficient_evidence"
+    budget = [
+        n for n in notes if n.stop_reason in ("max_steps", "max_tool_calls") and not n.sufficient
+    ]
+    if budget:
+        st.reasons.append(
+            "A researcher ran out of its budget: "
+            + ", ".join(f"{n.query_id} ({n.stop_reason})" for n in budget)
+        )
+        return "budget_exhausted"
+    errors = (
+        [e for n in notes for e in n.tool_errors] + ctx.flags.tool_errors + ctx.flags.failed_workers
+    )
+    if errors:
+        st.reasons.append("Some retrieval failed: " + "; ".join(dict.fromkeys(errors))[:500])
+        return "partial_retrieval"
+    writer_fallback = any(r.startswith("The writer cited nothing") for r in st.reasons)
+    if st.removed or st.flagged or writer_fallback or any(not n.sufficient for n in notes):
+        if not any(r.startswith("Some research") for r in st.reasons) and any(
+            not n.sufficient for n in notes
+        ):
+            st.reasons.append("Some research queries did not find sufficient evidence.")
+        return "partial"
+    return "answered"

@@ -1,0 +1,321 @@
+"""Data of a research run: the plan, notes, report, statuses and limits.
+
+Two kinds of models live here:
+
+- LLM-facing models (``ResearchPlan``, ``ResearchQuery``, the per-call ``action_model`` /
+  ``notes_model`` / ``routing_model`` built at run time) use ``extra="forbid"`` and bound every
+  string and list, so a small model's output stays short and a malformed one fails loudly. The
+  evidence ids a model may name are an enum built per call from what the run has actually seen,
+  so the model cannot invent a citation.
+- Records the run produces (``ResearchNotes``, ``Report``, ``CitationRecord`` ...), which cross
+  the service boundary and are stored in the task log.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    create_model,
+)
+
+from graph.schemas import Word
+
+RunStatus = Literal[
+    "answered",
+    "insufficient_evidence",
+    "partial",
+    "partial_retrieval",
+    "budget_exhausted",
+    "recording_failed",
+    "cancelled",
+]
+AnswerShape = Literal["report", "brief_answer", "table", "comparison"]
+ToolName = Literal[
+    "discover_evidence",
+    "fetch_evidence",
+    "find_entities",
+    "explore",
+    "navigate",
+    "think",
+    "record_decision",
+    "search_decisions",
+]
+ActionName = Literal[
+    "discover_evidence",
+    "fetch_evidence",
+    "find_entities",
+    "explore",
+    "navigate",
+    "think",
+    "record_decision",
+    "search_decisions",
+    "finish",
+]
+EventKind = Literal["stage", "worker", "token", "info"]
+Role = Literal["router", "clarifier", "planner", "researcher", "writer"]
+ROLES: tuple[Role, ...] = ("router", "clarifier", "planner", "researcher", "writer")
+
+_FORBID = ConfigDict(extra="forbid")
+
+
+def _cut(n: int) -> Any:
+    return lambda v: " ".join(v.split())[:n] if isinstance(v, str) else v
+
+
+def _at_least(n: int) -> Any:
+    def check(v: str) -> str:
+        if len(v.strip()) < n:
+            raise ValueError(f"needs at least {n} characters")
+        return v
+
+    return check
+
+
+def Short(n: int, min_chars: int = 0) -> Any:
+    """A string bounded to ``n`` characters (longer output is cut, not rejected).
+
+    The bound is stated in the JSON schema's description rather than as ``maxLength``: a
+    ``maxLength`` of hundreds becomes hundreds of nested grammar rules, which makes llama.cpp's
+    constrained decoding crawl. ``max_tokens`` bounds the generation itself.
+    """
+    schema: dict[str, Any] = {"type": "string", "description": f"at most {n} characters"}
+    validators: list[Any] = [BeforeValidator(_cut(n))]
+    if min_chars:
+        validators.append(AfterValidator(_at_least(min_chars)))
+    return Annotated[str, *validators, WithJsonSchema(schema)]
+
+
+def _desc(n: int) -> dict[str, Any]:
+    return {"type": "string", "description": f"at most {n} characters"}
+
+
+Text40 = Annotated[str, BeforeValidator(_cut(40)), WithJsonSchema(_desc(40))]
+Text120 = Annotated[str, BeforeValidator(_cut(120)), WithJsonSchema(_desc(120))]
+Text200 = Annotated[str, BeforeValidator(_cut(200)), WithJsonSchema(_desc(200))]
+Text500 = Annotated[str, BeforeValidator(_cut(500)), WithJsonSchema(_desc(500))]
+Query300 = Annotated[
+    str, BeforeValidator(_cut(300)), AfterValidator(_at_least(3)), WithJsonSchema(_desc(300))
+]
+
+
+# ----------------------------------------------------------------------------- run inputs
+
+
+class Boundary(BaseModel):
+    """The data-source boundary the user chose: a hard filter nothing in the run can widen.
+
+    No documents and no collections means the whole library. Documents and collections add up
+    (the union of what was picked). ``web`` allows web tools; it is off unless the user says so.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    doc_refs: tuple[str, ...] = ()
+    collections: tuple[str, ...] = ()
+    web: bool = False
+
+
+class ResearchLimits(BaseModel):
+    """Hard limits of one run (defaults: the evidence-agent design)."""
+
+    max_workers: int = Field(3, ge=1)
+    max_tool_calls: int = Field(20, ge=1, description="Tool calls per worker.")
+    max_steps: int = Field(50, ge=1, description="Steps (model turns) per worker.")
+    fetch_chars: int = Field(12000, ge=200, description="Characters per evidence fetch.")
+    max_rounds: int = Field(2, ge=1, description="Research rounds (first + follow-ups).")
+    discover_k: int = Field(6, ge=1, le=50, description="Hits per discover_evidence call.")
+    enough_fetches: int = Field(6, ge=1, description="A worker stops after this many fetches.")
+    writer_max_tokens: int = Field(900, ge=64)
+    max_queries: int = Field(5, ge=1, le=5, description="Queries of the plan that run.")
+    auto_search: bool = Field(
+        True, description="A worker's first step is a search for its query (saves a model call)."
+    )
+
+
+# ----------------------------------------------------------------------------- LLM-facing
+
+
+class ResearchQuery(BaseModel):
+    """One self-contained research question a worker can answer on its own."""
+
+    model_config = _FORBID
+
+    id: Text40 = Field(..., description="short id like q1; the run renames ids to q1, q2, ...")
+    query: Query300
+    purpose: Text200 = ""
+    preferred_tool: ToolName = "discover_evidence"
+    fallback_tool: ToolName = "find_entities"
+    depends_on: list[Text40] = Field(default_factory=list, max_length=3)
+
+
+class ResearchPlan(BaseModel):
+    """The planner's output; the user may edit it before research starts."""
+
+    model_config = _FORBID
+
+    task_analysis: Text500
+    answer_shape: AnswerShape = "report"
+    components: list[Text120] = Field(default_factory=list, max_length=6)
+    constraints: list[Text120] = Field(default_factory=list, max_length=6)
+    queries: list[ResearchQuery] = Field(..., min_length=1, max_length=5)
+
+
+class Clarification(BaseModel):
+    """Questions to the user about scope and output shape (empty when none are needed)."""
+
+    model_config = _FORBID
+
+    questions: list[Text200] = Field(default_factory=list, max_length=3)
+
+
+def _id_enum(ids: list[str]) -> Any:
+    return Literal[tuple(ids)]  # a Literal built at run time: an enum in the JSON schema
+
+
+def _list_of(item: Any) -> Any:
+    return list[item]
+
+
+def action_model(known_ids: list[str]) -> type[BaseModel]:
+    """The researcher's next step. ``evidence_id`` may only name ids the worker has seen."""
+    fields: dict[str, Any] = {
+        "thought": (Short(300), ""),
+        "action": (ActionName, ...),
+        "query": (Short(200), ""),
+        "direction": (Literal["previous", "next", "parent"] | None, None),
+    }
+    if known_ids:
+        fields["evidence_id"] = (_id_enum(known_ids) | None, None)
+    return create_model("ResearchAction", __config__=_FORBID, **fields)
+
+
+def notes_model(citable_ids: list[str]) -> type[BaseModel]:
+    """A worker's notes: findings may cite only ids it fetched completely."""
+    finding = create_model(
+        "NoteFinding",
+        __config__=_FORBID,
+        claim=(Short(300, 3), ...),
+        evidence_ids=(_list_of(_id_enum(citable_ids)), Field(..., min_length=1, max_length=3)),
+    )
+    return create_model(
+        "NotesDraft",
+        __config__=_FORBID,
+        findings=(_list_of(finding), Field(default_factory=list, max_length=6)),
+        gaps=(_list_of(Short(200)), Field(default_factory=list, max_length=3)),
+        sufficient=(bool, ...),
+    )
+
+
+def routing_model(doc_ids: list[str]) -> type[BaseModel]:
+    """Advisory routing: the documents (inside the boundary) most likely to answer."""
+    return create_model(
+        "SourceRouting",
+        __config__=_FORBID,
+        preferred_doc_ids=(_list_of(_id_enum(doc_ids)), Field(default_factory=list, max_length=5)),
+    )
+
+
+# ----------------------------------------------------------------------------- run records
+
+
+class Finding(BaseModel):
+    claim: str
+    evidence_ids: list[str]
+
+
+class ToolResult(BaseModel):
+    """What a tool returned to a worker (``error`` set when it failed)."""
+
+    tool: str
+    text: str
+    ids: list[str] = Field(default_factory=list, description="Evidence ids the result names.")
+    complete: bool = True
+    error: str | None = None
+
+
+class ResearchNotes(BaseModel):
+    """One worker's result: raw trace plus the compressed findings."""
+
+    query_id: str
+    query: str
+    findings: list[Finding] = Field(default_factory=list)
+    gaps: list[str] = Field(default_factory=list)
+    sufficient: bool = False
+    raw: list[str] = Field(default_factory=list, description="The worker's trace, uncompressed.")
+    fetched_ids: list[str] = Field(default_factory=list)
+    tool_calls: int = 0
+    steps: int = 0
+    stop_reason: str = ""
+    tool_errors: list[str] = Field(default_factory=list)
+    decisions: list[str] = Field(default_factory=list, description="Confirmed decisions.")
+    failed: bool = False
+
+    def compressed(self, max_chars: int = 1200) -> str:
+        lines = [f"Query {self.query_id}: {self.query}"]
+        for f in self.findings:
+            lines.append(f"- {f.claim} [{', '.join(f.evidence_ids)}]")
+        if self.gaps:
+            lines.append("Gaps: " + "; ".join(self.gaps))
+        text = "\n".join(lines)
+        return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+class CitationRecord(BaseModel):
+    """One cited piece of evidence, enough for a reader outside the app to check the claim."""
+
+    number: int
+    evidence_id: str
+    doc_id: str
+    title: str
+    source_uri: str
+    pages: list[int] = Field(default_factory=list, description="1-based.")
+    boxes: list[Word] = Field(default_factory=list)
+    quote: str
+    content_sha256: str
+    superseded: bool = False
+    credibility: float = Field(0.5, ge=0, le=1)
+
+
+class RemovedCitation(BaseModel):
+    evidence_id: str
+    reason: str
+
+
+class FlaggedClaim(BaseModel):
+    sentence: str
+    evidence_ids: list[str]
+    reason: str
+
+
+class Report(BaseModel):
+    """The result of a run."""
+
+    task: str
+    question: str
+    status: RunStatus
+    status_reasons: list[str] = Field(default_factory=list)
+    markdown: str = ""
+    citations: list[CitationRecord] = Field(default_factory=list)
+    removed_citations: list[RemovedCitation] = Field(default_factory=list)
+    flagged_claims: list[FlaggedClaim] = Field(default_factory=list)
+    plan: ResearchPlan | None = None
+    plan_fallback: bool = False
+    notes: list[ResearchNotes] = Field(default_factory=list)
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+class RunEvent(BaseModel):
+    """Progress shown live (terminal, desktop): a stage change, worker step or writer token."""
+
+    kind: EventKind
+    stage: str = ""
+    worker: str = ""
+    text: str = ""

@@ -1,0 +1,122 @@
+"""The writer: reads the plan, the notes and the fetched evidence; does no new research.
+
+Evidence is shown to the model under short labels (``[E1]``, ``[E2]`` ...), most credible first,
+because a small model copies a short label far more reliably than a 16-hex id; the citation check
+maps labels back to evidence ids (full ids are accepted too).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from core.library import Evidence
+from core.research.citations import credibility
+from core.research.context import RunContext
+from core.research.prompts import answer_budget, fit_messages
+from core.research.schemas import ResearchNotes, ResearchPlan
+
+logger = logging.getLogger(__name__)
+
+EVIDENCE_CHARS = 1500
+
+
+def order_evidence(ctx: RunContext, notes: list[ResearchNotes]) -> list[Evidence]:
+    """Fetched evidence the notes used (then the rest), most credible document first."""
+    used: list[str] = []
+    for n in notes:
+        for f in n.findings:
+            used.extend(e for e in f.evidence_ids if e not in used)
+    for n in notes:
+        used.extend(e for e in n.fetched_ids if e not in used)
+    evs = [ev for ev in (ctx.fetched.get(i) for i in used) if ev is not None]
+    docs = {ev.doc_id for ev in evs}
+    scores: dict[str, float] = {}
+    for d in docs:
+        doc = ctx.library.store.get_document(d)
+        scores[d] = credibility(doc, [e.text for e in evs if e.doc_id == d], len(docs) - 1)
+    rank = {i: n for n, i in enumerate(used)}
+    return sorted(evs, key=lambda e: (-scores[e.doc_id], rank[e.evidence_id]))
+
+
+def labels_for(evidence: list[Evidence]) -> dict[str, str]:
+    return {f"E{i}": ev.evidence_id for i, ev in enumerate(evidence, 1)}
+
+
+def evidence_block(evidence: list[Evidence], labels: dict[str, str]) -> str:
+    by_id = {v: k for k, v in labels.items()}
+    parts = []
+    for ev in evidence:
+        pages = f", p. {ev.pages[0]}" if ev.pages else ""
+        flag = " (superseded version)" if ev.superseded else ""
+        text = " ".join(ev.text.split())[:EVIDENCE_CHARS]
+        parts.append(f"[{by_id[ev.evidence_id]}] {ev.title}{pages}{flag}\n{text}")
+    return "\n\n".join(parts)
+
+
+def write(
+    ctx: RunContext,
+    question: str,
+    plan: ResearchPlan,
+    notes: list[ResearchNotes],
+    evidence: list[Evidence],
+    labels: dict[str, str],
+    on_token: Callable[[str], None] | None = None,
+) -> str:
+    """Stream the draft; returns its Markdown (labels still in place)."""
+    llm = ctx.model("writer")
+    by_id = {v: k for k, v in labels.items()}
+
+    def relabel(text: str) -> str:
+        for ev_id, label in by_id.items():
+            text = text.replace(ev_id, label)
+        return text
+
+    variables = {
+        "question": question,
+        "shape": plan.answer_shape,
+        "components": plan.components,
+        "notes": relabel("\n".join(n.compressed() for n in notes)),
+        "evidence": evidence_block(evidence, labels),
+    }
+    msgs = fit_messages(
+        llm,
+        "writer",
+        variables,
+        {"notes": "head", "evidence": "head"},
+        answer_budget(llm, ctx.limits.writer_max_tokens),
+    )
+    text, _ = ctx.model_text(
+        "writer",
+        "write",
+        msgs,
+        max_tokens=answer_budget(llm, ctx.limits.writer_max_tokens),
+        stream_to=on_token,
+    )
+    return text
+
+
+def findings_report(notes: list[ResearchNotes]) -> str:
+    """The fallback report: each finding as a bullet citing its evidence ids."""
+    lines = []
+    for n in notes:
+        for f in n.findings:
+            cites = "".join(f"[{e}]" for e in f.evidence_ids)
+            lines.append(f"- {f.claim.strip().rstrip('.')} {cites}.")
+    return "\n".join(dict.fromkeys(lines))
+
+
+def repair(ctx: RunContext, draft: str, invalid: list[str], labels: dict[str, str]) -> str:
+    """The one repair pass: the writer drops or replaces the invalid citations."""
+    llm = ctx.model("writer")
+    msgs = fit_messages(
+        llm,
+        "repair",
+        {"draft": draft, "invalid": invalid, "labels": list(labels)},
+        {"draft": "head"},
+        answer_budget(llm, ctx.limits.writer_max_tokens),
+    )
+    text, _ = ctx.model_text(
+        "writer", "repair", msgs, max_tokens=answer_budget(llm, ctx.limits.writer_max_tokens)
+    )
+    return text

@@ -1,0 +1,181 @@
+"""Sanitizer and citation-check units: hostile links, renumbering, claim terms, schemas."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from core.research.citations import citation_tokens, key_terms, rewrite_citations
+from core.research.planner import batches, fallback_plan, normalize_plan
+from core.research.sanitize import renumber, safe_url, sanitize_links
+from core.research.schemas import ResearchPlan, action_model, notes_model
+
+HOSTILE = [
+    "javascript:alert(1)",
+    "JaVaScRiPt:alert(document.cookie)",
+    "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==",
+    "file:///etc/passwd",
+    "ftp://example.com/file",
+    "vbscript:msgbox(1)",
+    "http://127.0.0.1/admin",
+    "http://[::1]/x",
+    "http://10.0.0.5:8080/",
+    "http://0x7f.0x0.0x0.0x1/",
+    "https://bit.ly/3xYz",
+    "https://t.co/abc",
+    "https://tinyurl.com/y3k",
+    "https://www.bit.ly/abc",
+    "https://example.com/report…",
+    "https://example.com/report...",
+    "https://example.com/a%2",
+    "https://user:pass@example.com/",
+    "https://example.com@evil.com/",
+    "http://localhost:8000/",
+    "//example.com/x",
+    "https:///nohost",
+    "https://exa mple.com/",
+]
+SAFE = [
+    "https://www.nara.gov/reports/2022.pdf",
+    "http://example.org/a?b=1#c",
+    "https://sub.example.co.uk/x%20y",
+]
+
+
+@pytest.mark.parametrize("url", HOSTILE)
+def test_hostile_urls_rejected(url: str) -> None:
+    assert not safe_url(url)
+
+
+@pytest.mark.parametrize("url", SAFE)
+def test_safe_urls_kept(url: str) -> None:
+    assert safe_url(url)
+
+
+def test_sanitize_links_in_markdown() -> None:
+    md = (
+        "See [the report](javascript:alert(1)) and [NARA](https://www.nara.gov/x) "
+        "or <http://192.168.1.1/> or https://bit.ly/abc or file:///etc/passwd. "
+        "![img](https://example.com/pixel.png) <script>alert(1)</script> "
+        "[data](data:text/html,hi) <img src=x onerror=alert(1)> cite [ev1:0123456789abcdef]."
+    )
+    out = sanitize_links(md)
+    for bad in (
+        "javascript:",
+        "192.168",
+        "bit.ly",
+        "file:",
+        "data:",
+        "<script",
+        "<img",
+        "pixel.png",
+    ):
+        assert bad not in out, bad
+    assert "[NARA](https://www.nara.gov/x)" in out
+    assert "the report" in out and "[ev1:0123456789abcdef]" in out
+    assert "&lt;script&gt;" in out
+
+
+def test_renumber_first_use_and_same_document_shares_number() -> None:
+    a1, a2, b1 = "ev1:" + "a" * 16, "ev1:" + "a" * 15 + "b", "ev1:" + "b" * 16
+    doc = {a1: "docA", a2: "docA", b1: "docB"}
+    text, numbers = renumber(f"B first [{b1}]. A [{a1}][{a2}]. Again B [{b1}].", doc.__getitem__)
+    assert text == "B first [1]. A [2]. Again B [1]."
+    assert numbers == {b1: 1, a1: 2, a2: 2}
+
+
+def test_citation_tokens_and_rewrite() -> None:
+    md = "X [E1, E2]. Y [ev1:0123456789abcdef#3-9]. Z [ev1:zz]. Link [a](https://x.org). [E3]"
+    toks = citation_tokens(md)
+    assert toks[:4] == ["E1", "E2", "ev1:0123456789abcdef#3-9", "E3"] and "ev1:zz" in toks
+    out = rewrite_citations(md, lambda t: None if t == "E2" else t.upper())
+    assert (
+        "[E1]." in out and "E2" not in out and "ev1:zz" not in out and "[a](https://x.org)" in out
+    )
+
+
+def test_key_terms() -> None:
+    terms = key_terms(
+        "In March 2019 the Northport harbor handled 4,200 ships [ev1:0123456789abcdef]."
+    )
+    assert {"march", "2019", "4200", "Northport"} <= set(terms)
+    assert "In" not in terms
+
+
+def test_llm_schemas_bound_and_enum() -> None:
+    ids = ["ev1:" + "a" * 16, "ev1:" + "b" * 16]
+    Action = action_model(ids)
+    assert Action.model_validate(
+        {"thought": "t", "action": "fetch_evidence", "evidence_id": ids[0]}
+    )
+    with pytest.raises(ValidationError):
+        Action.model_validate({"action": "fetch_evidence", "evidence_id": "ev1:" + "c" * 16})
+    with pytest.raises(ValidationError):
+        Action.model_validate({"action": "finish", "extra": 1})
+    # long text is cut to its bound (stated in the schema, not a grammar-heavy maxLength)
+    assert len(Action.model_validate({"action": "finish", "thought": "x" * 400}).thought) == 300
+    assert "at most 300 characters" in str(Action.model_json_schema())
+    Notes = notes_model(ids)
+    schema = str(Notes.model_json_schema())
+    assert ids[0] in schema and "enum" in schema
+    with pytest.raises(ValidationError):
+        Notes.model_validate(
+            {
+                "findings": [{"claim": "abc", "evidence_ids": ["ev1:" + "c" * 16]}],
+                "sufficient": True,
+            }
+        )
+    with pytest.raises(ValidationError):
+        ResearchPlan.model_validate(
+            {"task_analysis": "a", "queries": [{"id": "q", "query": "abc"}] * 6}
+        )
+
+
+def test_plan_normalization_and_batches() -> None:
+    plan = ResearchPlan.model_validate(
+        {
+            "task_analysis": "a",
+            "queries": [
+                {"id": "a", "query": "first", "depends_on": ["b"]},
+                {"id": "b", "query": "second", "depends_on": ["a", "zz"]},
+                {"id": "a", "query": "third", "depends_on": []},
+            ],
+        }
+    )
+    fixed = normalize_plan(plan)
+    ids = [q.id for q in fixed.queries]
+    assert len(set(ids)) == 3 and "zz" not in str(fixed)
+    layers = batches(fixed, set())
+    flat = [q.id for layer in layers for q in layer]
+    assert sorted(flat) == sorted(ids)  # cycle broken, everything runs once
+    for i, layer in enumerate(layers):
+        earlier = {q.id for lay in layers[:i] for q in lay}
+        assert all(set(q.depends_on) <= earlier for q in layer)
+    assert fallback_plan("What?").queries[0].query == "What?"
+
+
+def test_plain_colons_are_not_links() -> None:
+    text = "Goal:increase access. Ratio 3:1. Time:10am. Note: fine."
+    assert sanitize_links(text) == text
+    assert "[link removed]" in sanitize_links("go to JavaScript:alert(1) or hxxp://x.y/z")
+
+
+def test_citation_after_the_full_stop_belongs_to_the_sentence() -> None:
+    from core.library import Evidence
+    from core.research.citations import check_claims
+
+    ev_id = "ev1:" + "a" * 16
+    ev = Evidence(
+        evidence_id=ev_id,
+        passage_id=ev_id,
+        doc_id="d",
+        title="t",
+        source_uri="u",
+        kind="pdf",
+        text="It handled 4,200 ships in 2019.",
+        passage_text="x",
+    )
+    flagged = check_claims(f"It handled 4,200 ships in 2019. [{ev_id}]", {ev_id: ev}.get, None)
+    assert flagged == []
+    flagged = check_claims(f"It handled 5,000 ships. [{ev_id}]", {ev_id: ev}.get, None)
+    assert flagged and "5000" in flagged[0].reason
