@@ -71,7 +71,7 @@ def make_doc(rng: np.random.Generator, tag: str, n: int, n_entities: int) -> Ing
             name = f"Entity {e}"
             mentions.append(
                 EntityMention(
-                    entity_id=entity_id(name, "org"),
+                    entity_id=entity_id(name),
                     name=name,
                     type="org",
                     passage_id=pid,

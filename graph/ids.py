@@ -27,9 +27,11 @@ def span_id(passage_id: str, start: int, end: int) -> str:
     return f"{passage_id}#{start}-{end}"
 
 
-def entity_id(name: str, type_: str) -> str:
+def entity_id(name: str) -> str:
+    """One id per name, whatever type a mention was guessed to be: a passage titled "American
+    Psychological Association" and a sentence naming that organisation meet at one node."""
     key = " ".join(name.lower().split())
-    return "ent_" + hashlib.sha256(f"{type_}\x00{key}".encode()).hexdigest()[:12]
+    return "ent_" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def parse_evidence_id(evidence_id: str) -> tuple[str, tuple[int, int] | None]:

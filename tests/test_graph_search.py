@@ -53,7 +53,7 @@ def make_doc(
         for ename in (entities or {}).get(i, []):
             mentions.append(
                 EntityMention(
-                    entity_id=entity_id(ename, "other"),
+                    entity_id=entity_id(ename),
                     name=ename,
                     type="other",
                     passage_id=pid,

@@ -78,7 +78,7 @@ def make_doc(
             start = text.find(ename)
             mentions.append(
                 EntityMention(
-                    entity_id=entity_id(ename, etype),
+                    entity_id=entity_id(ename),
                     name=ename,
                     type=etype,
                     passage_id=pid,

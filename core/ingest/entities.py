@@ -301,7 +301,7 @@ def extract_mentions(
         if title and p.ordinal == 0:
             sp = p.spans[0]
             t_end = sp.start + len(title) if p.text.startswith(title, sp.start) else sp.end
-            eid = entity_id(title, "title")
+            eid = entity_id(title)
             seen.add((eid, sp.span_id))
             out.append(
                 EntityMention(
@@ -319,7 +319,7 @@ def extract_mentions(
             while k + 1 < len(starts) and starts[k + 1] <= s:
                 k += 1
             sp = p.spans[k]
-            eid = entity_id(name, type_)
+            eid = entity_id(name)
             if (eid, sp.span_id) in seen:
                 continue
             seen.add((eid, sp.span_id))
