@@ -47,6 +47,8 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/ingest_speed.py
 	$(BIN)/python bench/search_latency.py
 	$(BIN)/python bench/retrieval_quality.py
+	$(BIN)/python bench/ocr_cer.py
+	$(BIN)/python bench/llm_bench.py
 
 clean-venv:
 	rm -rf $(VENV)

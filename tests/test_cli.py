@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -115,7 +116,8 @@ def test_cli_adds_jsonl_with_external_ids(
 def test_kill_9_during_add_leaves_a_library_that_recovers(tmp_path: Path) -> None:
     """A subprocess killed mid-add: the library opens, shows no half document, re-adds."""
     home = tmp_path / "home"
-    pdf = make_pdf(tmp_path / "big.pdf", 120)
+    # Enough pages for several embedding batches, so the kill lands while vectors are written.
+    pdf = make_pdf(tmp_path / "big.pdf", 700)
     env = {**os.environ, "SOURCEBOOK_HOME": str(home), "SOURCEBOOK_PROGRESS": "1"}
     cmd = [sys.executable, "-m", "core.cli", "add", str(pdf)]
     for kill_at in ("indexing", "embedding"):
@@ -124,7 +126,7 @@ def test_kill_9_during_add_leaves_a_library_that_recovers(tmp_path: Path) -> Non
         )
         assert proc.stderr is not None
         seen = b""
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300
         while kill_at.encode() not in seen and time.monotonic() < deadline:
             chunk = os.read(proc.stderr.fileno(), 256)
             if not chunk:
@@ -132,7 +134,12 @@ def test_kill_9_during_add_leaves_a_library_that_recovers(tmp_path: Path) -> Non
             seen += chunk
         assert kill_at.encode() in seen, seen[-500:]
         proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+        assert proc.wait(30) == -signal.SIGKILL, "the add finished before it could be killed"
+        if kill_at == "embedding":
+            # The kill really left a half-added version behind for the next open to sweep.
+            with sqlite3.connect(home / "library" / "catalog.sqlite") as db:
+                statuses = [r[0] for r in db.execute("SELECT status FROM documents")]
+            assert statuses == ["indexing"]
 
         # The library opens and shows no half-added document.
         check = subprocess.run(
@@ -145,17 +152,18 @@ def test_kill_9_during_add_leaves_a_library_that_recovers(tmp_path: Path) -> Non
         assert check.returncode == 0, check.stderr
         assert json.loads(check.stdout) == []
 
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "1 added" in done.stdout
     found = subprocess.run(
-        [sys.executable, "-m", "core.cli", "search", "zebra77", "--mode", "keyword", "--json"],
+        [sys.executable, "-m", "core.cli", "search", "zebra677", "--mode", "keyword", "--json"],
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert json.loads(found.stdout)[0]["page_start"] == 77
+    hit = json.loads(found.stdout)[0]
+    assert hit["page_start"] <= 677 <= hit["page_end"]
 
 
 @pytest.mark.slow
