@@ -163,12 +163,21 @@ class TimedEmbedder:
         return out
 
 
-def run_sourcebook(pdfs: list[Path], home: Path) -> dict[str, float]:
+def make_embedder(runtime: str) -> object:
+    """The embedder the app builds for this runtime setting."""
+    from core.settings import models_cache_dir
+    from models.embedder import OnnxEmbedder, SentenceTransformerEmbedder
+
+    if runtime == "torch":
+        return SentenceTransformerEmbedder(threads=2)
+    return OnnxEmbedder(models_cache_dir(), threads=2, quantized=runtime == "onnx-int8")
+
+
+def run_sourcebook(pdfs: list[Path], home: Path, runtime: str) -> dict[str, float]:
     from core.service import Sourcebook
-    from models.embedder import SentenceTransformerEmbedder
 
     t0 = time.perf_counter()
-    emb = TimedEmbedder(SentenceTransformerEmbedder(threads=2))
+    emb = TimedEmbedder(make_embedder(runtime))
     app = Sourcebook(home, embedder=emb)  # type: ignore[arg-type]
     changes = app.add(pdfs)
     wall = time.perf_counter() - t0
@@ -191,14 +200,13 @@ def run_sourcebook(pdfs: list[Path], home: Path) -> dict[str, float]:
     }
 
 
-def time_to_keyword_search(workdir: Path) -> dict[str, float]:
+def time_to_keyword_search(workdir: Path, runtime: str) -> dict[str, float]:
     """Seconds from `add` until a 500-page PDF answers a keyword search."""
     import threading
 
     import pymupdf
 
     from core.service import Sourcebook
-    from models.embedder import SentenceTransformerEmbedder
 
     pdf = workdir / "big500.pdf"
     doc = pymupdf.open()
@@ -210,7 +218,7 @@ def time_to_keyword_search(workdir: Path) -> dict[str, float]:
         )
         page.insert_textbox(pymupdf.Rect(50, 50, 550, 800), body, fontsize=10)
     doc.save(pdf)
-    app = Sourcebook(workdir / "home500", embedder=SentenceTransformerEmbedder(threads=2))
+    app = Sourcebook(workdir / "home500", embedder=make_embedder(runtime))  # type: ignore[arg-type]
     app.embedder.embed(["warm up"])
     found = threading.Event()
     t0 = time.perf_counter()
@@ -236,6 +244,12 @@ def main() -> int:
     ap.add_argument("--pdfs", type=Path, default=DEFAULT_PDFS)
     ap.add_argument("--skip-baseline", action="store_true")
     ap.add_argument("--repeat", type=int, default=1, help="Runs of each pipeline (median).")
+    ap.add_argument(
+        "--runtime",
+        default="torch",
+        choices=["torch", "onnx", "onnx-int8"],
+        help="Sourcebook's embedder runtime (setting models.embedder_runtime).",
+    )
     args = ap.parse_args()
     if not args.pdfs.exists():
         print(f"no PDFs at {args.pdfs}; pass --pdfs DIR", file=sys.stderr)
@@ -247,13 +261,14 @@ def main() -> int:
         runs = []
         for r in range(args.repeat):
             reset_peak_rss()
-            run = run_sourcebook(pdfs, work / f"sb{r}")
+            run = run_sourcebook(pdfs, work / f"sb{r}", args.runtime)
             run["peak_rss_mb"] = peak_rss_mb()
             runs.append(run)
             print(f"sourcebook run {r + 1}: {run['wall_s']:.1f} s", flush=True)
         ours = {k: statistics.median(float(x[k]) for x in runs) for k in runs[0]}
         results["sourcebook"] = ours
-        results["time_to_keyword"] = time_to_keyword_search(work)
+        results["runtime"] = args.runtime
+        results["time_to_keyword"] = time_to_keyword_search(work, args.runtime)
         if not args.skip_baseline:
             base_runs = []
             for r in range(args.repeat):
@@ -267,7 +282,8 @@ def main() -> int:
             results["speedup"] = base["wall_s"] / ours["wall_s"]
     print(json.dumps(results, indent=2))
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "ingest_speed.json").write_text(json.dumps(results, indent=2))
+    name = "ingest_speed.json" if args.runtime == "torch" else f"ingest_speed_{args.runtime}.json"
+    (RESULTS / name).write_text(json.dumps(results, indent=2))
     return 0
 
 

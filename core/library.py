@@ -13,6 +13,7 @@ called from other threads (the graph store serialises its own connections).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -215,11 +216,12 @@ class Library:
         stage ``extracting`` (``done``/``of`` pages), and a set ``cancel`` stops it between pages.
         """
         q: queue.Queue[_Job | None] = queue.Queue(maxsize=2)
+        stop = threading.Event()
 
         def reader() -> None:
             try:
                 for i, f in enumerate(files):
-                    if cancel is not None and cancel.is_set():
+                    if stop.is_set() or (cancel is not None and cancel.is_set()):
                         break
                     job = _Job(source=str(f), index=i)
 
@@ -241,9 +243,17 @@ class Library:
 
         t = threading.Thread(target=reader, name="sourcebook-extract", daemon=True)
         t.start()
-        while (job := q.get()) is not None:
-            yield job
-        t.join()
+        try:
+            while (job := q.get()) is not None:
+                yield job
+        finally:
+            # The consumer may stop early (cancel, error): stop the reader after its current
+            # file, and drain so it is never stuck on put().
+            stop.set()
+            while t.is_alive():
+                with contextlib.suppress(queue.Empty):
+                    q.get(timeout=0.1)
+            t.join()
 
     def _extract_one(
         self, path: Path | str, ocr_progress: Callable[[int, int], None] | None = None

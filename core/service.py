@@ -57,14 +57,16 @@ class Sourcebook:
             if self._embedder is None:
                 m = self.settings.models
                 with translate_errors():
-                    if m.embedder_runtime == "onnx":
-                        self._embedder = OnnxEmbedder(
-                            models_cache_dir(), threads=m.embedder_threads
-                        )
-                    else:
+                    if m.embedder_runtime == "torch":
                         self._embedder = SentenceTransformerEmbedder(
                             threads=m.embedder_threads,
                             batch_size=self.settings.ingest.embed_batch_size,
+                        )
+                    else:
+                        self._embedder = OnnxEmbedder(
+                            models_cache_dir(),
+                            threads=m.embedder_threads,
+                            quantized=m.embedder_runtime == "onnx-int8",
                         )
             return self._embedder
 

@@ -92,8 +92,11 @@ class ModelSettings(BaseModel):
     threads: int = Field(2, ge=1, description="CPU threads for llama.cpp.")
     context_size: int = Field(8192, ge=512, description="llama.cpp context window (tokens).")
     embedder_threads: int = Field(2, ge=1, description="CPU threads for the embedder.")
-    embedder_runtime: Literal["onnx", "torch"] = Field(
-        "onnx", description="Run MiniLM on ONNX Runtime (default, faster start) or on torch."
+    embedder_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(
+        "torch",
+        description="MiniLM on torch (default: fastest bulk ingest measured, 176 s for 962 "
+        "pages vs 282 s on ONNX Runtime), on ONNX Runtime (starts without importing torch), "
+        "or on its int8 copy (approximate).",
     )
 
 

@@ -75,3 +75,15 @@ def _sha(path: Path) -> str:
     import hashlib
 
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_int8_runtime_stays_close_to_fp32(tmp_path: Path) -> None:
+    """The opt-in int8 copy is derived from the fp32 export and keeps the vectors' meaning."""
+    cache = tmp_path / "cache"
+    fp32 = OnnxEmbedder(cache).embed(TEXTS[:3])
+    int8 = OnnxEmbedder(cache, quantized=True)
+    q = int8.embed(TEXTS[:3])
+    assert int8.onnx_path.name.endswith("-int8.onnx") and int8.onnx_path.exists()
+    assert ((fp32 * q).sum(axis=1) > 0.97).all()
+    query = int8.embed(["seawall funding"])[0]
+    assert query @ q[0] > query @ q[1]
