@@ -61,18 +61,8 @@ def build_models(app: Sourcebook, args: argparse.Namespace) -> Mapping[str, LLM]
     injected = getattr(args, "models", None)
     if injected is not None:
         return dict(injected)
-    from core.llms import build_roles
-
     overrides = {r: getattr(args, f"model_{r}", None) for r in ROLES if r != "clarifier"}
-    built = build_roles(
-        app.settings.models,
-        default=args.model,
-        overrides={k: v for k, v in overrides.items() if v},
-    )
-    out: dict[str, LLM] = dict(built)
-    out.setdefault("clarifier", out.get("planner") or next(iter(built.values())))
-    out["default"] = out.get("planner") or next(iter(built.values()))
-    return out
+    return app.role_models(default=args.model, overrides={k: v for k, v in overrides.items() if v})
 
 
 def _fmt_for(path: Path, fmt: str | None) -> ExportFormat:

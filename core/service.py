@@ -12,22 +12,57 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
 from core.errors import NotFoundError, translate_errors
 from core.export import ExportFormat, export_report
-from core.library import Evidence, Library, LibraryChanges, ProgressFn
+from core.library import AddProgress, Evidence, Library, LibraryChanges, ProgressFn
 from core.research import ResearchRequest, clarify_questions, run_research
 from core.research.schemas import Boundary, Report, ResearchLimits, ResearchPlan, RunEvent
-from core.settings import Settings, default_home, load_settings, models_cache_dir
+from core.settings import Settings, default_home, load_settings, models_cache_dir, save_settings
 from core.tasks import TaskInfo, TaskLog, TaskSpan
-from graph.schemas import Collection, Document, SearchHit
+from graph.schemas import Collection, Document, SearchHit, Word
+from models.discovery import ModelEntry
 from models.embedder import Embedder, OnnxEmbedder, SentenceTransformerEmbedder
 from models.llm import LLM
 
 logger = logging.getLogger(__name__)
+
+# The schemas the facade hands out, importable from here by the desktop (which may not import
+# graph/ or models/ itself).
+__all__ = [
+    "AddProgress",
+    "Boundary",
+    "Collection",
+    "Document",
+    "Evidence",
+    "ExportFormat",
+    "LibraryChanges",
+    "ModelEntry",
+    "Report",
+    "ResearchLimits",
+    "ResearchPlan",
+    "RunEvent",
+    "SearchHit",
+    "Settings",
+    "Sourcebook",
+    "TaskInfo",
+    "TaskSpan",
+    "Word",
+]
+
+
+def _close_models(models: Iterable[LLM]) -> None:
+    seen: set[int] = set()
+    for m in models:
+        if id(m) not in seen:
+            seen.add(id(m))
+            try:
+                m.close()
+            except Exception:  # closing is best effort
+                logger.warning("closing a model failed", exc_info=True)
 
 
 class Sourcebook:
@@ -39,12 +74,15 @@ class Sourcebook:
         *,
         settings: Settings | None = None,
         embedder: Embedder | None = None,
+        llms: Mapping[str, LLM] | None = None,
     ) -> None:
         self.home = (home or default_home()).expanduser().resolve()
         self.home.mkdir(parents=True, exist_ok=True)
         self.settings = settings or load_settings(self.home)
         self._embedder = embedder
         self._library: Library | None = None
+        self._llms: dict[str, LLM] | None = dict(llms) if llms is not None else None
+        self._owns_llms = llms is None
         self._lock = threading.Lock()
 
     @property
@@ -78,7 +116,52 @@ class Sourcebook:
                 self._library = Library(self.library_path, self.settings, embedder)
             return self._library
 
+    def role_models(
+        self, *, default: str | None = None, overrides: Mapping[str, str] | None = None
+    ) -> dict[str, LLM]:
+        """One LLM per research role (plus ``clarifier`` and ``default``), owned by this object.
+
+        Built from settings on first use (models load lazily on their first call) and kept;
+        ``default``/``overrides`` (the CLI's ``--model``/``--model-ROLE``) rebuild them.
+        Injected models (the ``llms`` argument) are returned as they are.
+        """
+        with self._lock:
+            if self._llms is not None and (not self._owns_llms or not (default or overrides)):
+                return dict(self._llms)
+        from core.llms import build_roles
+
+        built = build_roles(self.settings.models, default=default, overrides=overrides)
+        out: dict[str, LLM] = dict(built)
+        first = out.get("planner") or next(iter(built.values()))
+        out.setdefault("clarifier", first)
+        out["default"] = first
+        with self._lock:
+            old, self._llms, self._owns_llms = self._llms, out, True
+        if old:
+            _close_models(old.values())
+        return dict(out)
+
+    def reset_models(self) -> None:
+        """Forget the built models (after the model settings changed); they rebuild lazily."""
+        with self._lock:
+            old, self._llms = (self._llms, None) if self._owns_llms else (None, self._llms)
+        if old:
+            _close_models(old.values())
+
+    def save_settings(self, settings: Settings) -> None:
+        """Validate and persist new settings under the home; models rebuild on next use."""
+        save_settings(self.home, settings)
+        self.settings = settings
+        self.reset_models()
+
+    def list_models(self) -> list[ModelEntry]:
+        """Every model the settings can name: starters, GGUF found on disk, endpoints."""
+        from core.llms import list_models
+
+        return list_models(self.settings.models)
+
     def close(self) -> None:
+        self.reset_models()
         with self._lock:
             if self._library is not None:
                 self._library.close()
@@ -156,7 +239,7 @@ class Sourcebook:
         self,
         question: str,
         *,
-        models: Mapping[str, LLM],
+        models: Mapping[str, LLM] | None = None,
         task: str | None = None,
         boundary: Boundary | None = None,
         limits: ResearchLimits | None = None,
@@ -169,7 +252,8 @@ class Sourcebook:
         on_token: Callable[[str], None] | None = None,
     ) -> Report:
         """Run (or resume, by task name) a research run; ``models`` maps role -> LLM
-        (``default`` covers roles not named)."""
+        (``default`` covers roles not named); without it, :meth:`role_models`."""
+        models = models if models is not None else self.role_models()
         r = self.settings.research
         request = ResearchRequest(
             question=question,
@@ -203,9 +287,14 @@ class Sourcebook:
             log.close()
 
     def clarify(
-        self, question: str, *, models: Mapping[str, LLM], boundary: Boundary | None = None
+        self,
+        question: str,
+        *,
+        models: Mapping[str, LLM] | None = None,
+        boundary: Boundary | None = None,
     ) -> list[str]:
         """Questions about scope or output shape to ask before a run (empty if none)."""
+        models = models if models is not None else self.role_models()
         log = self.task_log()
         try:
             req = ResearchRequest(question=question, boundary=boundary or Boundary())
