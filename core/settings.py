@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from core.errors import ConfigError
@@ -109,6 +109,9 @@ class ResearchSettings(BaseModel):
 
 
 class WebSettings(BaseModel):
+    """Web access: ``sourcebook add URL`` and, in runs that allow the web, the research tools
+    ``fetch_url`` and (with a search provider) ``web_search``. Everything is off by default."""
+
     enabled: bool = Field(False, description="Allow fetching web pages. Off by default.")
     allow_local_hosts: bool = Field(
         False, description="Allow loopback/private hosts (for local servers only)."
@@ -121,6 +124,38 @@ class WebSettings(BaseModel):
         description="`host:port` entries (e.g. `127.0.0.1:8888`) allowed although local, "
         "when allow_local_hosts is off; everything else local stays refused.",
     )
+    search_provider: Literal["searxng", "brave"] | None = Field(
+        None,
+        description="Web search for research runs (the `web_search` tool): `searxng` (your "
+        "SearXNG instance at `searxng_url`) or `brave` (the Brave Search API, key in the "
+        "variable named by `search_api_key_env`). Unset: no web search tool.",
+    )
+    searxng_url: str | None = Field(
+        None,
+        description="Base URL of a SearXNG instance whose JSON format is enabled "
+        "(`search: formats: [html, json]` in its settings.yml), e.g. `https://searx.example.org`. "
+        "A SearXNG on this machine or network is refused like any local host unless listed "
+        "in `local_allowlist` (e.g. `localhost:8888`) or `allow_local_hosts` is set.",
+    )
+    search_api_key_env: str = Field(
+        "BRAVE_SEARCH_API_KEY",
+        description="Environment variable holding the Brave Search API key (never stored).",
+    )
+    search_api_key: str | None = Field(
+        None, description="Brave Search API key; prefer search_api_key_env.", repr=False
+    )
+    search_results: int = Field(5, ge=1, le=20, description="Results per web search.")
+
+    @model_validator(mode="after")
+    def _searxng_needs_url(self) -> WebSettings:
+        if self.search_provider == "searxng":
+            url = (self.searxng_url or "").strip()
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(
+                    "web.search_provider is `searxng` but web.searxng_url is not an "
+                    "http(s) URL (e.g. http://localhost:8888)"
+                )
+        return self
 
 
 class UISettings(BaseModel):

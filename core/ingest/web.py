@@ -377,7 +377,7 @@ def fetch(
                     )
                 media, charset = _media_type(response.headers.get("content-type", ""))
                 _check_type(current, media)
-                body = _read_capped(response, current, web, deadline)
+                body = read_capped(response, current, web, deadline)
             finally:
                 response.close()
             return FetchedPage(
@@ -405,7 +405,8 @@ def _check_type(url: str, media: str) -> None:
         )
 
 
-def _read_capped(response: httpx.Response, url: str, web: WebSettings, deadline: float) -> bytes:
+def read_capped(response: httpx.Response, url: str, web: WebSettings, deadline: float) -> bytes:
+    """The response body, refused past ``web.max_bytes`` or after ``deadline`` (monotonic)."""
     too_big = WebAccessError(
         f"{url} is larger than the {web.max_bytes:,}-byte limit; it was not added.",
         path=url,

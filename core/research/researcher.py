@@ -22,16 +22,15 @@ from core.research.schemas import (
     ResearchNotes,
     ResearchQuery,
     ToolResult,
-    action_model,
     notes_model,
 )
-from core.research.tools import TOOL_HELP
 
 logger = logging.getLogger(__name__)
 
 ACTION_MAX_TOKENS = 160
 NOTES_MAX_TOKENS = 500
 MAX_ENUM_IDS = 40
+MAX_ENUM_URLS = 20
 TRACE_RESULT_CHARS = 900
 
 
@@ -46,6 +45,7 @@ class Worker:
         self.prefix = prefix
         self.context = context
         self.known: list[str] = []
+        self.urls: list[str] = list(ctx.tools.seed_urls)  # addresses this worker has seen
         self.discovered: list[str] = []
         self.fetched: list[str] = []
         self.trace: list[str] = []
@@ -88,7 +88,11 @@ class Worker:
                     break
             if name == "think":
                 continue
-            signature = (name, str(action.get("query") or ""), str(action.get("evidence_id") or ""))
+            signature = (
+                name,
+                str(action.get("query") or ""),
+                str(action.get("evidence_id") or action.get("url") or ""),
+            )
             if signature == last or (
                 not self.searches and name != "discover_evidence" and self.steps > 1
             ):
@@ -103,7 +107,7 @@ class Worker:
                 signature = (
                     name,
                     str(action.get("query") or ""),
-                    str(action.get("evidence_id") or ""),
+                    str(action.get("evidence_id") or action.get("url") or ""),
                 )
             last = signature
             self._call(name, action)
@@ -132,13 +136,13 @@ class Worker:
     def _next_action(self) -> dict[str, Any]:
         ctx = self.ctx
         llm = ctx.model("researcher")
-        schema = action_model(self.known[-MAX_ENUM_IDS:])
+        schema = ctx.tools.action_model(self.known[-MAX_ENUM_IDS:], self.urls[-MAX_ENUM_URLS:])
         budget = answer_budget(llm, ACTION_MAX_TOKENS)
         variables = {
             "query": self.q.query,
             "purpose": self.q.purpose,
             "context": self.context,
-            "tools": [f"{k}: {v}" for k, v in TOOL_HELP.items()],
+            "tools": [f"{k}: {v}" for k, v in ctx.tools.tool_help().items()],
             "trace": "\n".join(self.trace),
             "searched": bool(self.searches),
             "calls_left": ctx.limits.max_tool_calls - self.tool_calls,
@@ -189,7 +193,8 @@ class Worker:
                 self.trace.append(f"{name}() -> error: {res.error}")
                 return res
         self.tool_calls += 1
-        arg = ev_id or query
+        url = str(action.get("url") or "").strip() or query  # fetch_url: the enum, else query
+        arg = ev_id or (url if name == "fetch_url" else query)
         if name == "discover_evidence":
             res = ctx.tool(
                 key,
@@ -233,9 +238,21 @@ class Worker:
                 self.decisions.append(query)  # confirmed: the write returned
         elif name == "search_decisions":
             res = ctx.tool(key, name, lambda: tools.search_decisions(query))
+        elif name == "fetch_url":  # a page's passages come back fetched (citable) or listed
+            res = ctx.tool(key, name, lambda: tools.fetch_url(url), args={"url": url}, cache=False)
+            for i in res.ids:
+                if ctx.fetched.get(i) is not None:
+                    if i not in self.fetched:
+                        self.fetched.append(i)
+                elif i not in self.discovered:
+                    self.discovered.append(i)
+        elif name == "web_search":
+            q = query or self.q.query
+            res = ctx.tool(key, name, lambda: tools.web_search(q), args={"query": q})
         else:
             res = ToolResult(tool=name, text="", error=f"Unknown tool {name!r}.")
         self._remember(res.ids)
+        self.urls.extend(u for u in tools.urls_in(res) if u not in self.urls)
         if res.error:
             self.errors.append(res.error)
             self.trace.append(f"{name}({arg}) -> error: {res.error}")

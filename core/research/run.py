@@ -87,7 +87,8 @@ def _context(
 ) -> RunContext:
     scope = Scope(library, req.boundary)
     fetched = Fetched()
-    tools = Tools(library, scope, req.limits, log, task, run, fetched)
+    seeds = (req.question, *req.answers)  # their web addresses may be fetched (web runs only)
+    tools = Tools(library, scope, req.limits, log, task, run, fetched, seed_text=seeds)
     return RunContext(
         library, log, task, run, models, req.limits, scope, tools, fetched, cancel, on_event
     )

@@ -5,33 +5,70 @@ never raises for a bad argument: the error goes back to the worker as data, so t
 on with what it has. A passage outside the boundary is treated exactly like one that does not
 exist: its text, title and id never come back.
 
-Tool docstrings are written for the model that reads them (``tool_descriptions``).
+Tool docstrings and ``TOOL_HELP`` are written for the small model that reads them; the
+researcher prompt lists the tools from :meth:`Tools.tool_help`, so a tool a run does not have is
+never shown.
+
+Web tools (``fetch_url``, ``web_search``) exist only when the run's boundary allows the web
+(``Boundary.web``) *and* ``web.enabled`` is on; ``web_search`` also needs a configured provider
+(:mod:`core.ingest.websearch`). The rules:
+
+- **Only addresses seen in the run.** ``fetch_url`` opens an address only if it appeared in the
+  run's context: in the user's question or clarification answers, in the text of a passage the
+  run fetched (``fetch_evidence``, or a page ``fetch_url`` returned), among the links of a page
+  ``fetch_url`` returned, or in ``web_search`` results. Anything else is refused as a tool
+  error, so an address a model invents or a page tells it to visit is never fetched unless the
+  user or the sources named it. The registry of seen addresses is kept in the task log, so a
+  resumed run still knows them.
+- **Fetching.** Through the library (``Library.add_paths``), hence through the guarded fetcher
+  of :mod:`core.ingest.web` (SSRF guard on every hop, size, time and redirect caps, no cookies).
+  The page becomes an ordinary library document (evidence ids, versions, kept bytes).
+- **Scope.** The fetched document, and only it, joins the run's scope (:meth:`Scope.admit`);
+  collections and the boundary itself are unchanged. Admissions are kept in the task log and
+  replayed when the task resumes with the web still allowed.
+- **Errors** (refused host, too big, timeout, web off, not seen) come back as tool errors.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
-from core.errors import SourcebookError
+from pydantic import BaseModel, create_model
+
+from core.errors import SourcebookError, WebAccessError
+from core.ingest.web import normalise_url, stored_copy
+from core.ingest.websearch import SearchProvider, find_urls, page_links, search_provider
 from core.library import Evidence, Library
-from core.research.schemas import Boundary, ResearchLimits, ToolResult
+from core.research.schemas import ActionName, Boundary, ResearchLimits, ToolResult, action_model
 from core.tasks import TaskLog
 from graph.errors import GraphError
 from graph.ids import parse_evidence_id
+from graph.schemas import Document
 
 logger = logging.getLogger(__name__)
+
+
+MAX_PAGE_LINKS = 10  # links of a fetched page listed (and made fetchable)
+MAX_SEEN_URLS = 300  # addresses remembered per run
 
 
 class Scope:
     """The boundary resolved to document ids once, at the start of a run.
 
-    ``allowed`` is None for "the whole library". Immutable after construction; safe to share.
+    ``allowed`` is None for "the whole library". It changes only through :meth:`admit`, which
+    adds exactly one document (a page ``fetch_url`` added to the library in this run).
+    Thread-safe: ``admit`` swaps in a new frozenset under a lock; readers see the old or the new
+    set, never a partial one.
     """
 
     def __init__(self, library: Library, boundary: Boundary) -> None:
         self.boundary = boundary
+        self._lock = threading.Lock()
         ids: set[str] = set()
         for ref in boundary.doc_refs:
             ids.add(library.resolve_document(ref).doc_id)
@@ -44,7 +81,14 @@ class Scope:
         self.allowed: frozenset[str] | None = frozenset(ids) if picked else None
 
     def allows(self, doc_id: str) -> bool:
-        return self.allowed is None or doc_id in self.allowed
+        allowed = self.allowed
+        return allowed is None or doc_id in allowed
+
+    def admit(self, doc_id: str) -> None:
+        """Let one more document into the run (with the whole library in scope: a no-op)."""
+        with self._lock:
+            if self.allowed is not None:
+                self.allowed = self.allowed | {doc_id}
 
     def describe(self) -> str:
         if self.allowed is None:
@@ -72,11 +116,45 @@ class Fetched:
             return list(self.evidence)
 
 
+class SeenUrls:
+    """The addresses that appeared in a run's context, in order (see the module docstring).
+
+    Every new address is appended to the task log (kind ``web_url``) before it counts, and a
+    resumed run reloads them. Thread-safe (one lock; the log has its own).
+    """
+
+    def __init__(self, log: TaskLog, task: str, run: int, *, load: bool = True) -> None:
+        self._log, self._task, self._run = log, task, run
+        self._lock = threading.Lock()
+        self._urls: dict[str, None] = {}
+        for e in log.events(task) if load else ():
+            if e.kind == "web_url" and isinstance(e.payload, dict):
+                self._urls.setdefault(str(e.payload.get("url", "")), None)
+
+    def add(self, urls: Iterable[str]) -> None:
+        with self._lock:
+            for url in urls:
+                if url in self._urls or len(self._urls) >= MAX_SEEN_URLS:
+                    continue
+                key = f"web_url/{hashlib.sha256(url.encode()).hexdigest()[:20]}"
+                self._log.append(self._task, self._run, "web_url", key, {"url": url})
+                self._urls[url] = None
+
+    def __contains__(self, url: object) -> bool:
+        with self._lock:
+            return url in self._urls
+
+
 class Tools:
     """The tools of one run, bound to its library, scope, limits and task log.
 
     Threading contract: workers call tools concurrently; reads go to the library (safe from any
-    thread), the fetched registry has its own lock, and the task log serialises its writes.
+    thread), the fetched registry and the seen addresses have their own locks, and the task log
+    serialises its writes. ``fetch_url`` is the one tool that writes to the library: its adds
+    run under the run's ``_write_lock``, one at a time (the network fetch included, bounded by
+    ``web.timeout_s``), which keeps the library's one-writer contract inside the run. A run
+    that allows the web is therefore a library write as a whole: start it where library writes
+    may run (the desktop's exclusive pool, like any add).
     """
 
     def __init__(
@@ -89,7 +167,12 @@ class Tools:
         run: int,
         fetched: Fetched,
         preferred_docs: frozenset[str] = frozenset(),
+        *,
+        seed_text: Sequence[str] = (),
+        search: SearchProvider | None = None,
     ) -> None:
+        """``seed_text``: the question and clarification answers (their addresses may be
+        fetched); ``search`` replaces the provider built from ``web`` settings (tests)."""
         self.library = library
         self.scope = scope
         self.limits = limits
@@ -98,6 +181,60 @@ class Tools:
         self.run = run
         self.fetched = fetched
         self.preferred_docs = preferred_docs
+        web = library.settings.web
+        self.web_allowed = scope.boundary.web and web.enabled
+        self.search = (search or search_provider(web)) if self.web_allowed else None
+        self.seed_urls: list[str] = []
+        self.urls = SeenUrls(log, task, run, load=self.web_allowed)
+        self._write_lock = threading.Lock()
+        self._pages: dict[str, str | WebAccessError] = {}  # url -> doc id or error (this run)
+        if self.web_allowed:
+            self.seed_urls = list(dict.fromkeys(u for t in seed_text for u in find_urls(t)))
+            self.urls.add(self.seed_urls)
+            for e in log.events(task):  # a resumed run: pages fetched earlier stay in scope
+                if e.kind == "web_document" and isinstance(e.payload, dict):
+                    self._readmit(str(e.payload.get("doc_id", "")))
+
+    # ------------------------------------------------------------------ what this run offers
+
+    def tool_help(self) -> dict[str, str]:
+        """``name -> one line`` for the tools this run has (shown to the researcher model)."""
+        names = self.web_tool_names()
+        items = [(k, v) for k, v in TOOL_HELP.items() if k != "finish"]
+        also = " or from web_search" if "web_search" in names else ""
+        items += [(k, WEB_TOOL_HELP[k].format(also)) for k in names]
+        return dict([*items, ("finish", TOOL_HELP["finish"])])
+
+    def web_tool_names(self) -> list[str]:
+        if not self.web_allowed:
+            return []
+        return ["fetch_url", "web_search"] if self.search is not None else ["fetch_url"]
+
+    def action_model(self, known_ids: list[str], known_urls: list[str]) -> type[BaseModel]:
+        """The researcher's action schema: :func:`action_model`, plus the web tools this run
+        has and a ``url`` enum of the addresses the worker has seen."""
+        base = action_model(known_ids)
+        names = self.web_tool_names()
+        if not names:
+            return base
+        fields: dict[str, Any] = {"action": (Literal[(*get_args(ActionName), *names)], ...)}
+        urls = [u for u in dict.fromkeys(known_urls) if u in self.urls]
+        if urls:
+            fields["url"] = (Literal[tuple(urls)] | None, None)
+        return create_model("ResearchAction", __base__=base, **fields)
+
+    def urls_in(self, result: ToolResult) -> list[str]:
+        """The fetchable addresses a tool result shows (empty without the web)."""
+        if not self.web_allowed or result.error:
+            return []
+        return [u for u in find_urls(result.text) if u in self.urls]
+
+    def _readmit(self, doc_id: str) -> None:
+        try:
+            self.library.store.get_document(doc_id)
+        except (GraphError, SourcebookError):
+            return
+        self.scope.admit(doc_id)
 
     # ------------------------------------------------------------------ helpers
 
@@ -178,6 +315,8 @@ class Tools:
         complete = len(ev.text) <= limit
         if complete:
             self.fetched.add(ev)
+        if self.web_allowed:
+            self.urls.add(find_urls(ev.text))
         text = ev.text if complete else ev.text[:limit] + " [truncated: not citable]"
         return ToolResult(
             tool="fetch_evidence",
@@ -269,6 +408,122 @@ class Tools:
         """Write down your reasoning about what you found and what to do next."""
         return ToolResult(tool="think", text="Noted.")
 
+    # ------------------------------------------------------------------ web
+
+    def fetch_url(self, url: str) -> ToolResult:
+        """Read a web page and add it to the library. Only addresses from the question, from a
+        passage you read or from web_search work. The page's passages come back with evidence
+        ids you can cite, like fetch_evidence."""
+        name = "fetch_url"
+        if not self.web_allowed:
+            return ToolResult(tool=name, text="", error="Web access is off for this run.")
+        try:
+            key = normalise_url(url)
+        except WebAccessError as exc:
+            return ToolResult(tool=name, text="", error=exc.message)
+        if key not in self.urls:
+            return ToolResult(
+                tool=name,
+                text="",
+                error=f"{key} did not appear in this research run: fetch_url opens only "
+                "addresses from the question, from passages you fetched, or from web_search.",
+            )
+        with self._write_lock:  # one library write at a time; a URL is fetched once per run
+            outcome = self._pages.get(key)
+            if outcome is None:
+                outcome = self._pages[key] = self._add_page(key)
+        if isinstance(outcome, WebAccessError):
+            return ToolResult(tool=name, text="", error=outcome.message)
+        return self._page_result(outcome)
+
+    def _add_page(self, url: str) -> str | WebAccessError:
+        """Fetch ``url`` into the library (caller holds the write lock): its doc id, or why not."""
+        try:
+            changes = self.library.add_paths([url])
+        except SourcebookError as exc:
+            return WebAccessError(exc.message, path=url)
+        res = changes.results[0] if changes.results else None
+        if res is None or res.doc_id is None or res.outcome in ("failed", "cancelled"):
+            why = res.error if res is not None and res.error else "The page was not added."
+            logger.info("fetch_url %s failed: %s", url, why)
+            return WebAccessError(why, path=url)
+        self.log.append(
+            self.task,
+            self.run,
+            "web_document",
+            f"web_document/{res.doc_id}",
+            {"url": url, "doc_id": res.doc_id, "outcome": res.outcome},
+        )
+        self.scope.admit(res.doc_id)
+        return res.doc_id
+
+    def _page_result(self, doc_id: str) -> ToolResult:
+        """The page's passages from its start, up to ``fetch_chars`` (whole passages; those
+        shown are citable), the ids of the rest, and the page's links."""
+        store = self.library.store
+        try:
+            doc = store.get_document(doc_id)
+            passages = sorted(store.get_document_passages(doc_id), key=lambda p: p.ordinal)
+            shown: list[Evidence] = []
+            rest: list[str] = []
+            used = 0
+            for p in passages:
+                if rest or used + len(p.text) > self.limits.fetch_chars:
+                    rest.append(p.passage_id)
+                    continue
+                shown.append(self.library.evidence(p.passage_id))
+                used += len(p.text)
+            first = self.library.evidence(rest[0]) if rest and not shown else None
+            links = page_links(self._stored_bytes(doc), doc.source_uri, limit=MAX_PAGE_LINKS)
+        except (GraphError, SourcebookError, OSError) as exc:
+            return ToolResult(tool="fetch_url", text="", error=f"reading the page failed: {exc}")
+        head = f"Web page {doc.title!r} ({doc.source_uri}), now in the library and in the sources"
+        blocks = [f"{head} of this run; {len(passages)} passage(s)."]
+        for ev in shown:
+            self.fetched.add(ev)
+            self.urls.add(find_urls(ev.text))
+            blocks.append(f"{self._label(ev.evidence_id, ev.title, ev.pages)}\n{ev.text}")
+        if first is not None:  # one passage longer than the limit: shown cut, not citable
+            cut = first.text[: self.limits.fetch_chars] + " [truncated: not citable]"
+            blocks.append(f"{self._label(first.evidence_id, first.title, first.pages)}\n{cut}")
+        if rest:
+            blocks.append("More passages (read them with fetch_evidence): " + ", ".join(rest[:20]))
+        if links:
+            self.urls.add(u for _, u in links)
+            blocks.append(
+                "Links on the page (open with fetch_url):\n"
+                + "\n".join(f"- {text or '(link)'}: {u}" for text, u in links)
+            )
+        return ToolResult(
+            tool="fetch_url",
+            text="\n\n".join(blocks),
+            ids=[ev.evidence_id for ev in shown] + rest[:20],
+            complete=not rest,
+        )
+
+    def _stored_bytes(self, doc: Document) -> bytes:
+        if doc.kind != "web":
+            return b""
+        kept = stored_copy(self.library.root / "web", doc.content_sha256)
+        return kept.read_bytes() if kept is not None else b""
+
+    def web_search(self, query: str) -> ToolResult:
+        """Search the web for QUERY. Returns page titles, addresses and snippets; read a page
+        with fetch_url before using it (search results cannot be cited)."""
+        name = "web_search"
+        if self.search is None:
+            return ToolResult(tool=name, text="", error="Web search is not available in this run.")
+        query = " ".join(query.split())[:300]
+        if not query:
+            return ToolResult(tool=name, text="", error="The query is empty.")
+        try:
+            results = self.search.search(query, count=self.library.settings.web.search_results)
+        except WebAccessError as exc:
+            return ToolResult(tool=name, text="", error=f"web search failed: {exc.message}")
+        self.urls.add(r.url for r in results)
+        lines = [f"{i}. {r.title}\n   {r.url}\n   {r.snippet}" for i, r in enumerate(results, 1)]
+        return ToolResult(tool=name, text="\n".join(lines) or "No web pages found.")
+
     # ------------------------------------------------------------------ progress and decisions
 
     def set_step(self, worker: str, step: int, what: str) -> None:
@@ -320,4 +575,9 @@ TOOL_HELP = {
     "record_decision": "query = a decision to save",
     "search_decisions": "query -> decisions saved earlier",
     "finish": "stop and write notes (only after at least one search)",
+}
+WEB_TOOL_HELP = {
+    "fetch_url": "url = a web address from the question or a passage{} -> reads the page and "
+    "adds it to the library; its passages come back with evidence ids you can cite",
+    "web_search": "query -> web pages (title, address, snippet); read one with fetch_url",
 }
