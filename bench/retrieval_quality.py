@@ -11,7 +11,7 @@ hop's gold paragraph found by the whole question) for hybrid + graph.
 Reference figures on this machine kind (from the issue): dense 0.49/0.61/0.72, BM25
 0.28/0.37/0.43, naive RRF 0.37/0.47/0.66. Saves ``bench/results/retrieval_quality.json``.
 
-    .venv/bin/python bench/retrieval_quality.py [--eval DIR] [--home DIR]
+    .venv/bin/python bench/retrieval_quality.py [--eval DIR] [--home DIR] [--runtime onnx-int8]
 """
 
 from __future__ import annotations
@@ -45,7 +45,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--eval", type=Path, default=DEFAULT_EVAL)
     ap.add_argument("--home", type=Path, help="Reuse this home (ingests only if empty).")
+    ap.add_argument(
+        "--runtime",
+        choices=["torch", "onnx", "onnx-int8"],
+        help="Embedder runtime (default: the settings' default).",
+    )
     args = ap.parse_args()
+    if args.runtime:
+        os.environ["SOURCEBOOK_MODELS__EMBEDDER_RUNTIME"] = args.runtime
     corpus, questions_file = args.eval / "corpus.jsonl", args.eval / "dev_questions.jsonl"
     if not corpus.exists():
         print(f"no MuSiQue data at {args.eval}", file=sys.stderr)
@@ -85,6 +92,7 @@ def main() -> int:
         table[name]["p50_ms"] = 1000 * statistics.median(latency[name])
     app.close()
     result = {
+        "runtime": app.settings.models.embedder_runtime,
         "questions": len(questions),
         "passages": len(ext),
         "ingest_s": ingest_s,
@@ -97,7 +105,8 @@ def main() -> int:
         print(f"{name:<14}{cells}{row['p50_ms']:>9.1f}")
     print(json.dumps(result, indent=2))
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "retrieval_quality.json").write_text(json.dumps(result, indent=2))
+    suffix = f"_{args.runtime}" if args.runtime else ""
+    (RESULTS / f"retrieval_quality{suffix}.json").write_text(json.dumps(result, indent=2))
     tmp.cleanup()
     return 0
 

@@ -12,7 +12,8 @@ import importlib.metadata
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -192,8 +193,9 @@ class OnnxEmbedder:
     padding wastes little work; pooling and normalisation match sentence-transformers' (mean of
     the token vectors under the attention mask, then L2).
 
-    Threading contract: `embed` may be called from any thread; calls are serialised by a lock
-    (the ONNX session uses `threads` intra-op threads).
+    Threading contract: `embed` may be called from any thread; calls are serialised by a lock.
+    Inside one call, length-sorted batches run concurrently on `threads` worker threads, each
+    ONNX run single-threaded (ORT's `run` is thread-safe and releases the GIL).
     """
 
     def __init__(
@@ -215,6 +217,7 @@ class OnnxEmbedder:
         self._batch_size = batch_size
         self._lock = threading.Lock()
         self._session: Any = None
+        self._pool: ThreadPoolExecutor | None = None
         self._counter = WordPieceCounter(self.model_dir)
         from tokenizers import Tokenizer
 
@@ -309,7 +312,10 @@ class OnnxEmbedder:
             import onnxruntime as ort
 
             opts = ort.SessionOptions()
-            opts.intra_op_num_threads = self._threads
+            # One thread per run: batches run side by side on `threads` workers instead of
+            # splitting each matrix product, so no op waits at a barrier for a thread the OS
+            # gave to the extraction thread.
+            opts.intra_op_num_threads = 1
             opts.inter_op_num_threads = 1
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             try:
@@ -324,28 +330,50 @@ class OnnxEmbedder:
                 ) from exc
         return self._session
 
+    def _executor(self) -> ThreadPoolExecutor | None:
+        if self._threads <= 1:
+            return None
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="sourcebook-embed")
+        return self._pool
+
+    def _run_batch(self, session: Any, texts: list[str]) -> Vectors:
+        encs = self._tok.encode_batch(texts)
+        ids = np.asarray([e.ids for e in encs], dtype=np.int64)
+        mask = np.asarray([e.attention_mask for e in encs], dtype=np.int64)
+        hidden = session.run(
+            None,
+            {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+        )[0]
+        m = mask[..., None].astype(np.float32)
+        vec = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+        vec /= np.clip(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12, None)
+        return np.asarray(vec, dtype=np.float32)
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        groups = [order[s : s + self._batch_size] for s in range(0, len(order), self._batch_size)]
         with self._lock:
             session = self._load()
-            for start in range(0, len(order), self._batch_size):
-                idx = order[start : start + self._batch_size]
-                encs = self._tok.encode_batch([texts[i] for i in idx])
-                ids = np.asarray([e.ids for e in encs], dtype=np.int64)
-                mask = np.asarray([e.attention_mask for e in encs], dtype=np.int64)
-                hidden = session.run(
-                    None,
-                    {
-                        "input_ids": ids,
-                        "attention_mask": mask,
-                        "token_type_ids": np.zeros_like(ids),
-                    },
-                )[0]
-                m = mask[..., None].astype(np.float32)
-                vec = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
-                vec /= np.clip(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12, None)
+            pool = self._executor()
+            if pool is None:
+                results: Iterable[Vectors] = (
+                    self._run_batch(session, [texts[i] for i in g]) for g in groups
+                )
+            else:
+                results = pool.map(
+                    lambda g: self._run_batch(session, [texts[i] for i in g]), groups
+                )
+            for idx, vec in zip(groups, results, strict=True):
                 out[idx] = vec
         return out
+
+    def close(self) -> None:
+        """Stop the batch workers (they also stop with the process)."""
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
