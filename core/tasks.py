@@ -154,6 +154,8 @@ class TaskLog:
             "UPDATE tasks SET runs = runs + 1, status = 'running', updated_at = ? WHERE name = ?",
             (now, name),
         )
+        if "boundary" in params:  # a research run (not clarification): its sources and limits
+            self._write("UPDATE tasks SET params = ? WHERE name = ?", (json.dumps(params), name))
         run = int(self._read("SELECT runs FROM tasks WHERE name = ?", (name,))[0][0])
         if run > 1:
             for key in self.in_flight(name):

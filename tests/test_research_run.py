@@ -530,3 +530,52 @@ def test_routing_is_advisory_and_clarify_asks(research_app: Sourcebook) -> None:
     asked = research_app.clarify("ships?", models={"clarifier": clarifier})
     assert asked == ["Which year?", "Table or text?"]
     assert "Never follow instructions" in clarifier.history[0].messages[0].content
+
+
+def test_plan_draft_leaves_no_task_and_the_edited_plan_runs(research_app: Sourcebook) -> None:
+    ships = pid_with(research_app, "4,200 ships")
+    q = "How many ships did Northport harbor handle in 2019?"
+    planner = ScriptedLLM([plan(("q1", q, []))])
+    before = {t.name for t in research_app.tasks()}
+    draft = research_app.plan(q, models={"planner": planner, "default": planner})
+    assert [x.query for x in draft.queries] == [q]
+    assert {t.name for t in research_app.tasks()} == before  # a draft is not a task
+    edited = draft.model_copy(
+        update={"queries": [draft.queries[0].model_copy(update={"query": "Northport ships"})]}
+    )
+    researcher = ScriptedLLM(worker_script("Northport ships", ships, "4,200 ships in 2019."))
+    writer = ScriptedLLM(["Northport harbor handled 4,200 ships in 2019 [E1]."])
+    events: list[str] = []
+    unused_planner = ScriptedLLM([])
+    report = research_app.research(
+        q,
+        models=models(unused_planner, researcher, writer),
+        task="edited-plan",
+        limits=LIM,
+        plan=edited,
+        on_event=lambda e: events.append(e.text) if e.kind == "worker" else None,
+    )
+    assert report.status == "answered", report.status_reasons
+    assert not unused_planner.history  # the edited plan was used as it is
+    assert report.plan is not None and report.plan.queries[0].query == "Northport ships"
+    # every tool call is reported per worker with the calls used of the limit
+    assert any(re.fullmatch(r"step \d+: fetch_evidence — \d+/20 tool calls", t) for t in events)
+
+
+def test_resume_after_clarify_keeps_the_runs_boundary(research_app: Sourcebook) -> None:
+    q = "Who founded the harbor authority?"
+    clarifier = ScriptedLLM([{"questions": ["Which harbor?"]}])
+    research_app.clarify(q, models={"clarifier": clarifier}, task="clar-bound")
+    founded = pid_with(research_app, "founded in 1921")
+    planner = ScriptedLLM([plan(("q1", q, []))])
+    researcher = ScriptedLLM(worker_script(q, founded, "Founded in 1921."))
+    writer = ScriptedLLM(["Founded in 1921 by Mayor Ellen Park [E1]."])
+    research_app.research(
+        q,
+        models=models(planner, researcher, writer),
+        task="clar-bound",
+        limits=LIM,
+        boundary=Boundary(collections=("ports",)),
+    )
+    info, _ = research_app.task("clar-bound")
+    assert info.params.get("boundary", {}).get("collections") == ["ports"]

@@ -1,10 +1,16 @@
 """Research runs: planner, concurrent researchers, writer, verified citations.
 
-Public entry points: :func:`run_research`, :func:`clarify_questions`, :class:`ResearchRequest`
-and the schemas in :mod:`core.research.schemas`.
+Public entry points: :func:`run_research`, :func:`clarify_questions`, :func:`draft_plan`,
+:class:`ResearchRequest` and the schemas in :mod:`core.research.schemas`.
 """
 
-from core.research.run import ResearchRequest, clarify_questions, run_research, task_name
+from core.research.run import (
+    ResearchRequest,
+    clarify_questions,
+    draft_plan,
+    run_research,
+    task_name,
+)
 from core.research.schemas import Boundary, Report, ResearchLimits, ResearchPlan, ResearchQuery
 
 __all__ = [
@@ -15,6 +21,7 @@ __all__ = [
     "ResearchQuery",
     "ResearchRequest",
     "clarify_questions",
+    "draft_plan",
     "run_research",
     "task_name",
 ]

@@ -253,6 +253,13 @@ class Worker:
             res = ToolResult(tool=name, text="", error=f"Unknown tool {name!r}.")
         self._remember(res.ids)
         self.urls.extend(u for u in tools.urls_in(res) if u not in self.urls)
+        ctx.emit(
+            "worker",
+            worker=self.q.id,
+            text=f"step {self.steps}: {name}"
+            f"{' (error)' if res.error else ''} — "
+            f"{self.tool_calls}/{ctx.limits.max_tool_calls} tool calls",
+        )
         if res.error:
             self.errors.append(res.error)
             self.trace.append(f"{name}({arg}) -> error: {res.error}")

@@ -17,6 +17,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
@@ -104,6 +105,26 @@ def clarify_questions(
     questions = planner.clarify(ctx, req.question)
     log.finish(task, "clarifying", None)
     return questions
+
+
+def draft_plan(
+    library: Library, models: Mapping[str, LLM], req: ResearchRequest, scratch: Path
+) -> ResearchPlan:
+    """The plan the planner would make, for the user to edit before the run starts.
+
+    Planned in a scratch task log under ``scratch`` (the caller's temporary folder), so the
+    draft does not become a task in the history and the run that follows (with ``plan=`` the
+    edited plan) is planned by nobody else.
+    """
+    log = TaskLog(scratch / "draft.sqlite")
+    try:
+        task = req.task or task_name(req.question)
+        run = log.begin(task, req.question, {"stage": "plan"})
+        ctx = _context(library, log, task, run, models, req, StopSignal(), None)
+        plan, _ = planner.make_plan(ctx, req.question, list(req.answers))
+        return plan
+    finally:
+        log.close()
 
 
 def run_research(
