@@ -28,9 +28,15 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 system-deps:
 	@bash packaging/system-deps.sh
 
+# Adds the bundled samples, then opens the app (without a display: answers a search instead).
 run: system-deps $(VENV)/.run-installed
 	$(BIN)/sourcebook add resources/samples --collection samples
-	$(BIN)/sourcebook search "$(SAMPLE_QUESTION)" -k 5
+	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
+		$(BIN)/sourcebook; \
+	else \
+		echo "No display found: answering a search on the command line instead."; \
+		$(BIN)/sourcebook search "$(SAMPLE_QUESTION)" -k 5; \
+	fi
 
 test: system-deps $(VENV)/.test-installed lint pytest
 

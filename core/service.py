@@ -11,6 +11,7 @@ at a time; the desktop's operations helper runs them on a single-worker executor
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -19,8 +20,18 @@ from typing import Literal
 from core.errors import NotFoundError, translate_errors
 from core.export import ExportFormat, export_report
 from core.library import AddProgress, Evidence, Library, LibraryChanges, ProgressFn
-from core.research import ResearchRequest, clarify_questions, run_research
-from core.research.schemas import Boundary, Report, ResearchLimits, ResearchPlan, RunEvent
+from core.render import RenderedPage
+from core.research import ResearchRequest, clarify_questions, draft_plan, run_research
+from core.research.schemas import (
+    Boundary,
+    CitationRecord,
+    FlaggedClaim,
+    RemovedCitation,
+    Report,
+    ResearchLimits,
+    ResearchPlan,
+    RunEvent,
+)
 from core.settings import Settings, default_home, load_settings, models_cache_dir, save_settings
 from core.tasks import TaskInfo, TaskLog, TaskSpan
 from graph.schemas import Collection, Document, SearchHit, Word
@@ -35,12 +46,16 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "AddProgress",
     "Boundary",
+    "CitationRecord",
     "Collection",
     "Document",
     "Evidence",
     "ExportFormat",
+    "FlaggedClaim",
     "LibraryChanges",
     "ModelEntry",
+    "RemovedCitation",
+    "RenderedPage",
     "Report",
     "ResearchLimits",
     "ResearchPlan",
@@ -292,15 +307,33 @@ class Sourcebook:
         *,
         models: Mapping[str, LLM] | None = None,
         boundary: Boundary | None = None,
+        task: str | None = None,
     ) -> list[str]:
         """Questions about scope or output shape to ask before a run (empty if none)."""
         models = models if models is not None else self.role_models()
         log = self.task_log()
         try:
-            req = ResearchRequest(question=question, boundary=boundary or Boundary())
+            req = ResearchRequest(question=question, task=task, boundary=boundary or Boundary())
             return clarify_questions(self.library, log, models, req)
         finally:
             log.close()
+
+    def plan(
+        self,
+        question: str,
+        *,
+        models: Mapping[str, LLM] | None = None,
+        boundary: Boundary | None = None,
+        answers: Sequence[str] = (),
+    ) -> ResearchPlan:
+        """The planner's plan for ``question``, to show and edit before a run (pass the edited
+        plan to :meth:`research` as ``plan=``). Leaves no task in the history."""
+        models = models if models is not None else self.role_models()
+        req = ResearchRequest(
+            question=question, boundary=boundary or Boundary(), answers=list(answers)
+        )
+        with tempfile.TemporaryDirectory(prefix="sourcebook-plan-") as scratch:
+            return draft_plan(self.library, models, req, Path(scratch))
 
     def tasks(self) -> list[TaskInfo]:
         log = self.task_log()
@@ -335,3 +368,78 @@ class Sourcebook:
         if out is not None:
             out.write_bytes(data)
         return data
+
+    # desktop support (added for the desktop app: page rendering, original files) ---------
+    # Read-only helpers; like the other reads they are safe from any thread, and slow ones
+    # (render_page, sample_documents' first call) belong on a worker thread.
+
+    def document(self, doc_ref: str) -> Document:
+        """One document by id, id prefix, exact title or source path (``NotFoundError``)."""
+        return self.library.resolve_document(doc_ref)
+
+    def source_path(self, doc_id: str) -> Path | None:
+        """A local file holding the document's exact bytes, if there is one.
+
+        The file it was added from while it is unchanged (same sha256), else the copy the
+        library keeps of fetched web documents; ``None`` when neither exists (the file moved,
+        changed or was deleted; web pages whose copy is gone).
+        """
+        from core.ingest.web import stored_copy
+        from core.render import file_sha256
+
+        doc = self.document(doc_id)
+        kept = stored_copy(self.library_path / "web", doc.content_sha256)
+        if kept is not None:
+            return kept
+        if "://" in doc.source_uri:
+            return None
+        path = Path(doc.source_uri).expanduser()
+        try:
+            if path.is_file() and file_sha256(path) == doc.content_sha256:
+                return path
+        except OSError:
+            logger.info("cannot read %s to check it", path, exc_info=True)
+        return None
+
+    def render_page(self, doc_id: str, page_index: int, zoom: float) -> RenderedPage:
+        """Page ``page_index`` (0-based) of a PDF document as RGB pixels at ``zoom`` px/pt.
+
+        Renders the very bytes that were added (see :meth:`source_path`), so word boxes line
+        up; ``NotFoundError`` says what to do when they are no longer on disk.
+        """
+        from core.render import render_pdf_page
+
+        doc = self.document(doc_id)
+        if doc.kind != "pdf":
+            raise NotFoundError(
+                f"{doc.title!r} is a {doc.kind} document; it has no pages to draw.",
+                hint="Its passage text is shown instead.",
+            )
+        path = self.source_path(doc.doc_id)
+        if path is None:
+            raise NotFoundError(
+                f"The original of {doc.title!r} ({doc.source_uri}) is missing or has changed "
+                "since it was added.",
+                hint="Put the file back, or add it again to index the new version.",
+            )
+        return render_pdf_page(path, page_index, zoom, doc_id=doc.doc_id)
+
+    def sample_documents(self) -> list[Path]:
+        """The sample PDFs bundled with Sourcebook (public-domain US federal reports)."""
+        from importlib.resources import files
+
+        root = Path(str(files("resources") / "samples"))
+        return sorted(p for p in root.glob("*.pdf") if p.is_file())
+
+    @staticmethod
+    def supported_suffixes() -> tuple[str, ...]:
+        """File extensions an add accepts (for file dialogs and drag and drop)."""
+        from core.ingest import SUPPORTED_SUFFIXES
+
+        return tuple(sorted(SUPPORTED_SUFFIXES))
+
+    def configure_logging(self, *, verbose: bool = False) -> None:
+        """Log to ``<home>/logs`` (once per process), as the CLI does."""
+        from core.logging_setup import configure_logging
+
+        configure_logging(self.home / "logs", verbose=verbose)

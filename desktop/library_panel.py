@@ -1,0 +1,576 @@
+"""The library panel: the documents, adding and removing them, and searching them.
+
+Adds run as exclusive operations (library writes never overlap) with a row per add showing its
+progress (``AddProgress`` through ``ctx.progress``) and a cancel button. A batch where some files
+fail keeps the others; the failures are listed in the add's row and reported once through
+:func:`desktop.errors.show_error`. Every successful change is announced on
+``Operations.library_did_change``, and this panel refreshes from that one signal (whoever made
+the change).
+
+Threading: all service calls go through :class:`~desktop.operations.Operations`; slots run on
+the UI thread. Results of a refresh or a search that was overtaken by a newer one are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import shiboken6
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    Qt,
+    QTimer,
+    Signal,
+)
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QToolButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from core.errors import IngestError, SourcebookError
+from core.service import AddProgress, Collection, Document, LibraryChanges, SearchHit, Sourcebook
+from desktop.errors import guarded, show_error
+from desktop.operations import OpContext, Operations, OpHandle
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = ("Title", "Pages", "Passages", "Status", "Collections")
+SEARCH_DELAY_MS = 350
+_Index = QModelIndex | QPersistentModelIndex
+
+
+def confirm_remove(parent: QWidget, titles: Sequence[str]) -> bool:
+    """Ask before removing (module-level so tests can replace it)."""
+    shown = "\n".join(f"• {t}" for t in titles[:8])
+    more = f"\n… and {len(titles) - 8} more" if len(titles) > 8 else ""
+    answer = QMessageBox.question(
+        parent,
+        "Remove documents",
+        f"Remove these documents from the library?\n\n{shown}{more}\n\n"
+        "The files on disk are not touched; reports that cite them keep their quotes.",
+        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+        QMessageBox.StandardButton.No,
+    )
+    return answer == QMessageBox.StandardButton.Yes
+
+
+def status_text(doc: Document) -> str:
+    """Ready / indexing, plus the document's problems (e.g. image-only pages)."""
+    if doc.problems:
+        return f"{doc.status}; problems: " + "; ".join(doc.problems)
+    return doc.status
+
+
+class DocumentsModel(QAbstractTableModel):
+    """The documents as a table; replaced wholesale on each refresh (libraries are small)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.docs: list[Document] = []
+        self._collections: dict[str, list[str]] = {}
+
+    def set_documents(self, docs: list[Document], collections: list[Collection]) -> None:
+        self.beginResetModel()
+        self.docs = sorted(docs, key=lambda d: d.title.lower())
+        self._collections = {}
+        for c in collections:
+            for doc_id in c.doc_ids:
+                self._collections.setdefault(doc_id, []).append(c.name)
+        self.endResetModel()
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self.docs)
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> object:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> object:
+        if not index.isValid():
+            return None
+        doc = self.docs[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return (
+                doc.title,
+                str(doc.page_count) if doc.page_count else "–",
+                str(doc.passage_count),
+                "problems" if doc.problems else doc.status,
+                ", ".join(sorted(self._collections.get(doc.doc_id, []))),
+            )[col]
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return f"{doc.title}\n{doc.source_uri}\n{doc.doc_id} · {status_text(doc)}"
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in (1, 2):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+class AddRow(QWidget):
+    """One add in progress: what it is doing, a progress bar, cancel; then its outcome."""
+
+    def __init__(self, label: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.handle: OpHandle[LibraryChanges] | None = None
+        self.label = QLabel(label)
+        self.label.setWordWrap(True)
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 0)  # busy until the first progress report
+        self.bar.setTextVisible(False)
+        self.cancel_button = QToolButton()
+        self.cancel_button.setText("Cancel")
+        self.cancel_button.setToolTip("Stop adding; nothing half-added is kept")
+        self.cancel_button.clicked.connect(self._cancel)
+        self.dismiss_button = QToolButton()
+        self.dismiss_button.setText("✕")
+        self.dismiss_button.setToolTip("Dismiss")
+        self.dismiss_button.setAccessibleName("Dismiss")
+        self.dismiss_button.setVisible(False)
+        self.dismiss_button.clicked.connect(self.deleteLater)
+        self.failures = QLabel("")
+        self.failures.setWordWrap(True)
+        self.failures.setVisible(False)
+        self.failures.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.bar, 1)
+        row.addWidget(self.cancel_button)
+        row.addWidget(self.dismiss_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 2, 0, 2)
+        layout.addWidget(self.label)
+        layout.addLayout(row)
+        layout.addWidget(self.failures)
+
+    def _cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.cancel_button.setEnabled(False)
+            self.label.setText("Cancelling…")
+
+    def on_progress(self, value: object) -> None:
+        if not isinstance(value, AddProgress):
+            return
+        step = {"extracting": 0.1, "indexing": 0.5, "embedding": 0.6, "done": 1.0}[value.stage]
+        if value.stage == "embedding" and value.of:
+            step = 0.6 + 0.4 * value.done / value.of
+        elif value.stage == "extracting" and value.of:
+            step = 0.5 * value.done / value.of
+        total = max(value.total, value.index + 1)
+        self.bar.setRange(0, 1000)
+        self.bar.setValue(int(1000 * (value.index + step) / total))
+        name = Path(value.source).name or value.source
+        if not (self.handle and self.handle.cancel_event.is_set()):
+            self.label.setText(f"{name}: {value.stage} ({value.index + 1} of {total})")
+
+    def finish(self, text: str, failures: list[str]) -> None:
+        self.cancel_button.setVisible(False)
+        self.bar.setRange(0, 1)
+        self.bar.setValue(1)
+        self.label.setText(text)
+        if failures:
+            self.failures.setText("\n".join(failures))
+            self.failures.setVisible(True)
+            self.dismiss_button.setVisible(True)
+        else:
+            QTimer.singleShot(5000, self.deleteLater)
+
+
+class LibraryPanel(QWidget):
+    """Documents table, search box and results, add/remove; see the module docstring.
+
+    Signals: ``evidence_requested(str)`` when a search hit is activated (the main window shows
+    it in the evidence viewer); ``documents_loaded(list)`` after each refresh.
+    """
+
+    evidence_requested = Signal(str)
+    documents_loaded = Signal(object)
+
+    def __init__(self, service: Sourcebook, ops: Operations, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._service = service
+        self._ops = ops
+        self._refresh_gen = 0
+        self._search_gen = 0
+        self._hits: list[SearchHit] = []
+        self._searching: OpHandle[list[SearchHit]] | None = None
+        self._refresh_timer = QTimer(self)  # coalesces refreshes during a long add
+        self._refresh_timer.setSingleShot(True)
+        self._refresh_timer.setInterval(800)
+        self._refresh_timer.timeout.connect(self.refresh)
+        self._search_again = False
+        self.setAcceptDrops(True)
+
+        self.search_box = QLineEdit()
+        self.search_box.setPlaceholderText("Search the library (Ctrl+F)")
+        self.search_box.setClearButtonEnabled(True)
+        self.search_box.setAccessibleName("Search the library")
+        self.search_box.returnPressed.connect(self.run_search)
+        self.search_box.textChanged.connect(self._search_changed)
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(SEARCH_DELAY_MS)
+        self._search_timer.timeout.connect(self.run_search)
+        self.results = QTreeWidget()
+        self.results.setObjectName("search-results")
+        self.results.setHeaderLabels(["Title", "Page", "Snippet"])
+        self.results.setRootIsDecorated(False)
+        self.results.setWordWrap(True)
+        self.results.setUniformRowHeights(False)
+        self.results.itemActivated.connect(self._hit_activated)
+        self.results.setVisible(False)
+        self.search_status = QLabel("")
+        self.search_status.setVisible(False)
+
+        self.model = DocumentsModel(self)
+        self.table = QTableView()
+        self.table.setObjectName("documents")
+        self.table.setModel(self.model)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setAlternatingRowColors(True)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for c in range(1, len(COLUMNS)):
+            header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.selectionModel().selectionChanged.connect(self._selection_changed)
+        remove_key = QShortcut(QKeySequence(QKeySequence.StandardKey.Delete), self.table)
+        remove_key.setContext(Qt.ShortcutContext.WidgetShortcut)
+        remove_key.activated.connect(self.remove_selected)
+        self.empty_label = QLabel("Opening the library…")
+        self.empty_label.setWordWrap(True)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+
+        self.add_files_button = QPushButton("Add files…")
+        self.add_files_button.clicked.connect(self.add_files_dialog)
+        self.add_folder_button = QPushButton("Add folder…")
+        self.add_folder_button.clicked.connect(self.add_folder_dialog)
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.setToolTip("Remove the selected documents (Delete)")
+        self.remove_button.setEnabled(False)
+        self.remove_button.clicked.connect(self.remove_selected)
+        buttons = QHBoxLayout()
+        for b in (self.add_files_button, self.add_folder_button):
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+        buttons.addWidget(self.remove_button)
+        self.adds = QVBoxLayout()
+        self.adds.setContentsMargins(0, 0, 0, 0)
+
+        top = QWidget()
+        top_layout = QVBoxLayout(top)
+        top_layout.setContentsMargins(0, 0, 0, 0)
+        top_layout.addWidget(self.search_box)
+        top_layout.addWidget(self.search_status)
+        top_layout.addWidget(self.results, 1)
+        docs = QWidget()
+        docs_layout = QVBoxLayout(docs)
+        docs_layout.setContentsMargins(0, 0, 0, 0)
+        docs_layout.addWidget(self.empty_label)
+        docs_layout.addWidget(self.table, 1)
+        docs_layout.addLayout(self.adds)
+        docs_layout.addLayout(buttons)
+        self._split = QSplitter(Qt.Orientation.Vertical)
+        self._split.addWidget(top)
+        self._split.addWidget(docs)
+        self._split.setStretchFactor(1, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self._split)
+        ops.library_did_change.connect(lambda _changes: self.refresh())
+
+    # ---------------------------------------------------------------- documents
+
+    @property
+    def documents(self) -> list[Document]:
+        return list(self.model.docs)
+
+    def refresh(self) -> None:
+        """Reload documents and collections in the background (opens the library once)."""
+        self._refresh_gen += 1
+        gen = self._refresh_gen
+        service = self._service
+
+        def load(ctx: OpContext) -> tuple[list[Document], list[Collection]]:
+            return service.documents(include_superseded=False), service.collections()
+
+        self._ops.run(
+            load,
+            label="Reading the library",
+            on_success=guarded(self, lambda res: self._loaded(gen, *res)),
+            on_error=guarded(self, lambda exc: self._load_failed(gen, exc)),
+        )
+
+    def _loaded(self, gen: int, docs: list[Document], collections: list[Collection]) -> None:
+        if gen != self._refresh_gen:
+            return
+        self.model.set_documents(docs, collections)
+        self.empty_label.setText(
+            "The library is empty. Add PDFs, text, Markdown or HTML files with “Add files…” "
+            "or drop them here."
+        )
+        self.empty_label.setVisible(not docs)
+        self._selection_changed()
+        self.documents_loaded.emit(list(self.model.docs))
+
+    def _load_failed(self, gen: int, exc: BaseException) -> None:
+        if gen == self._refresh_gen:
+            self.empty_label.setText("The library could not be opened.")
+            show_error(self, exc)
+
+    def selected_documents(self) -> list[Document]:
+        rows = sorted({i.row() for i in self.table.selectionModel().selectedRows()})
+        return [self.model.docs[r] for r in rows if r < len(self.model.docs)]
+
+    def _selection_changed(self, *_args: object) -> None:
+        self.remove_button.setEnabled(bool(self.selected_documents()))
+
+    # ---------------------------------------------------------------- adding
+
+    def add_files_dialog(self) -> None:
+        patterns = " ".join(f"*{s}" for s in self._service.supported_suffixes())
+        files, _ = QFileDialog.getOpenFileNames(
+            self, "Add files", "", f"Documents ({patterns});;All files (*)"
+        )
+        if files:
+            self.add_paths([Path(f) for f in files])
+
+    def add_folder_dialog(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Add a folder (and its subfolders)")
+        if folder:
+            self.add_paths([Path(folder)])
+
+    def add_paths(self, paths: Sequence[Path]) -> OpHandle[LibraryChanges] | None:
+        """Add files and folders in the background, with a progress row and cancel."""
+        paths = list(paths)
+        if not paths:
+            return None
+        what = paths[0].name if len(paths) == 1 else f"{len(paths)} items"
+        row = AddRow(f"Adding {what}…", self)
+        self.adds.addWidget(row)
+        service = self._service
+
+        def add(ctx: OpContext) -> LibraryChanges:
+            return service.add(paths, progress=ctx.progress, cancel=ctx.cancel)
+
+        handle = self._ops.run(
+            add,
+            label=f"Adding {what}",
+            exclusive=True,
+            on_progress=guarded(self, lambda value: self._add_progress(row, value)),
+            on_success=guarded(self, lambda changes: self._added(row, changes)),
+            on_error=guarded(self, lambda exc: self._add_failed(row, exc)),
+        )
+        row.handle = handle
+        return handle
+
+    def _add_progress(self, row: AddRow, value: object) -> None:
+        if shiboken6.isValid(row):
+            row.on_progress(value)
+        if isinstance(value, AddProgress) and value.stage in ("indexing", "done"):
+            # A staged document is keyword-searchable already: list it (status "indexing").
+            self._refresh_timer.start()
+
+    def _added(self, row: AddRow, changes: LibraryChanges) -> None:
+        cancelled = row.handle is not None and row.handle.cancel_event.is_set()
+        added = len(changes.added)
+        unchanged = sum(1 for r in changes.results if r.outcome == "unchanged")
+        failed = changes.failed
+        parts = [f"Added {added} document{'s' if added != 1 else ''}"]
+        if unchanged:
+            parts.append(f"{unchanged} already in the library")
+        if failed:
+            parts.append(f"{len(failed)} could not be added")
+        if cancelled:
+            parts.append("cancelled")
+        lines = [f"✗ {Path(r.source).name}: {r.error or 'failed'}" for r in failed]
+        row.finish(", ".join(parts) + ".", lines)
+        if changes.results:
+            self._ops.library_did_change.emit(changes)
+        if failed:
+            show_error(self, _failures_error(changes))
+
+    def _add_failed(self, row: AddRow, exc: BaseException) -> None:
+        row.finish("Adding failed.", [str(exc)])
+        show_error(self, exc)
+        self.refresh()  # part of the batch may have been stored before the failure
+
+    # ---------------------------------------------------------------- drag and drop
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if any(u.isLocalFile() for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event: QDragEnterEvent) -> None:  # type: ignore[override]
+        self.dragEnterEvent(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        paths = [Path(u.toLocalFile()) for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.add_paths(paths)
+        else:
+            event.ignore()
+
+    # ---------------------------------------------------------------- removing
+
+    def remove_selected(self) -> None:
+        docs = self.selected_documents()
+        if not docs or not confirm_remove(self, [d.title for d in docs]):
+            return
+        service = self._service
+        ids = [d.doc_id for d in docs]
+
+        def remove(ctx: OpContext) -> LibraryChanges:
+            changes = LibraryChanges()
+            for doc_id in ids:
+                if ctx.cancelled:
+                    break
+                changes.removed.extend(service.remove(doc_id).removed)
+            return changes
+
+        self._ops.run(
+            remove,
+            label=f"Removing {len(ids)} document{'s' if len(ids) != 1 else ''}",
+            exclusive=True,
+            on_success=self._ops.library_did_change.emit,
+            on_error=guarded(self, self._remove_failed),
+        )
+
+    def _remove_failed(self, exc: BaseException) -> None:
+        show_error(self, exc)
+        self.refresh()  # some documents may have been removed before the failure
+
+    # ---------------------------------------------------------------- search
+
+    def focus_search(self) -> None:
+        self.search_box.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.search_box.selectAll()
+
+    def _search_changed(self, text: str) -> None:
+        if text.strip():
+            self._search_timer.start()
+        else:
+            self._search_timer.stop()
+            self._search_gen += 1
+            self.results.clear()
+            self.results.setVisible(False)
+            self.search_status.setVisible(False)
+
+    def run_search(self) -> None:
+        """Search now (Enter, or shortly after typing stops)."""
+        self._search_timer.stop()
+        query = self.search_box.text().strip()
+        if not query:
+            return
+        self._search_gen += 1
+        gen = self._search_gen
+        self.search_status.setText("Searching…")
+        self.search_status.setVisible(True)
+        if self._searching is not None:
+            # One search at a time: the running one's result is dropped (gen moved on) and
+            # the latest text is searched when it ends, so fast typing never piles up work.
+            self._search_again = True
+            return
+        service = self._service
+        handle = self._ops.run(
+            lambda ctx: service.search(query, k=20),
+            label="Searching",
+            on_success=guarded(self, lambda hits: self._show_hits(gen, query, hits)),
+            on_error=guarded(self, lambda exc: self._search_failed(gen, exc)),
+        )
+        handle.finished.connect(guarded(self, self._search_finished))
+        self._searching = handle
+
+    def _search_finished(self) -> None:
+        self._searching = None
+        if self._search_again:
+            self._search_again = False
+            self.run_search()
+
+    def _show_hits(self, gen: int, query: str, hits: list[SearchHit]) -> None:
+        if gen != self._search_gen:
+            return
+        self._hits = hits
+        self.results.clear()
+        for hit in hits:
+            page = "" if hit.page_start is None else str(hit.page_start + 1)
+            if hit.page_start is not None and hit.page_end not in (None, hit.page_start):
+                page = f"{hit.page_start + 1}–{(hit.page_end or 0) + 1}"
+            snippet = " ".join(hit.snippet.split())
+            item = QTreeWidgetItem([hit.title, page, snippet])
+            item.setData(0, Qt.ItemDataRole.UserRole, hit.evidence_id)
+            item.setToolTip(2, snippet)
+            item.setToolTip(0, f"{hit.title}\n{hit.evidence_id}")
+            self.results.addTopLevelItem(item)
+        self.results.resizeColumnToContents(1)
+        self.results.setColumnWidth(0, min(self.results.columnWidth(0), 180))
+        self.results.setVisible(True)
+        top, bottom = self._split.sizes()
+        if top < (top + bottom) // 2 - 20:  # give the results half the panel
+            self._split.setSizes([(top + bottom) // 2, (top + bottom) - (top + bottom) // 2])
+        self.search_status.setText(
+            f"{len(hits)} result{'s' if len(hits) != 1 else ''} for “{query}”"
+            if hits
+            else f"Nothing found for “{query}”."
+        )
+        first = self.results.topLevelItem(0)
+        if first is not None:
+            self.results.setCurrentItem(first)
+
+    def _search_failed(self, gen: int, exc: BaseException) -> None:
+        if gen == self._search_gen:
+            self.search_status.setText("Search failed.")
+            show_error(self, exc)
+
+    @property
+    def hits(self) -> list[SearchHit]:
+        return list(self._hits)
+
+    def _hit_activated(self, item: QTreeWidgetItem, _column: int = 0) -> None:
+        evidence_id = item.data(0, Qt.ItemDataRole.UserRole)
+        if evidence_id:
+            self.evidence_requested.emit(str(evidence_id))
+
+
+def _failures_error(changes: LibraryChanges) -> SourcebookError:
+    """One error describing a batch's failed files (the rest were added)."""
+    failed = changes.failed
+    if len(failed) == 1 and len(changes.results) == 1:
+        r = failed[0]
+        return IngestError(r.error or "The file could not be added.", path=r.source, hint=r.hint)
+    lines = "\n".join(f"• {Path(r.source).name}: {r.error}" for r in failed[:10])
+    more = f"\n… and {len(failed) - 10} more" if len(failed) > 10 else ""
+    kept = len(changes.results) - len(failed)
+    return SourcebookError(
+        f"{len(failed)} of {len(changes.results)} files could not be added:\n{lines}{more}",
+        hint=f"The other {kept} were processed normally. "
+        + (failed[0].hint or "Fix or remove the files above and add them again."),
+    )

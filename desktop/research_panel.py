@@ -1,0 +1,548 @@
+"""The research panel: ask a question, choose sources, review the plan, watch the run, cancel.
+
+A run goes through up to three steps, each optional but the last:
+
+1. *Clarify* — "Ask me clarifying questions first" calls ``Sourcebook.clarify``; the questions
+   appear with answer fields, and the answers go to the planner.
+2. *Plan first* — "Let me review the plan" shows the plan in an editor before anything is
+   researched; the edited ``ResearchPlan`` is passed as ``plan=`` (the command line's
+   ``--plan-file``), which skips the planner.
+3. *Research* — ``Sourcebook.research`` with ``on_event``/``on_token`` forwarded to the UI:
+   stages, one row per researcher worker, the writer's draft streaming in. Cancel sets the run's
+   cancel event; ``core`` stops at its next step and returns a report with status
+   ``cancelled``, which the task log keeps so the run can be resumed.
+
+When a run returns, ``report_ready(Report)`` is emitted (whatever the status; the report view
+states it plainly). :meth:`resume` reruns a named task: ``core`` reuses every step its log
+completed, so only the missing work runs again.
+
+Task names: a new run is named by ``core`` from the question (as on the command line), so asking
+the same question again resumes or reopens that task. A run with an edited plan is named after
+the question *and* the plan, because ``core`` would otherwise reuse the plan it recorded first.
+
+Threading: every ``core`` call goes through ``Operations`` (model calls with ``exclusive=True``);
+events from ``core``'s worker threads reach this widget through the operation's progress signal,
+so every method here runs on the UI thread. Results of an operation the user abandoned (a newer
+one was started) are ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from core.errors import ConfigError, SourcebookError
+from core.service import (
+    Boundary,
+    Report,
+    ResearchLimits,
+    ResearchPlan,
+    RunEvent,
+    Sourcebook,
+    TaskInfo,
+)
+from desktop.errors import show_error
+from desktop.operations import OpContext, Operations, OpHandle
+from desktop.report_view import status_text
+from desktop.research_inputs import PlanEditor, SourcePicker, starter_plan
+from desktop.run_progress import RunProgressView
+
+logger = logging.getLogger(__name__)
+
+IDLE, CLARIFYING, ANSWERING, PLANNING, RUNNING = (
+    "idle",
+    "clarifying",
+    "answering",
+    "planning",
+    "running",
+)
+
+
+@dataclass
+class RunRequest:
+    """Everything one research run needs; built from the form or from a task to resume."""
+
+    question: str
+    boundary: Boundary
+    answers: list[str] = field(default_factory=list)
+    plan: ResearchPlan | None = None
+    task: str | None = None
+    fresh: bool = False
+    limits: ResearchLimits | None = None
+
+
+def plan_task_name(question: str, plan: ResearchPlan) -> str:
+    """A task name for a run with an edited plan: the question's words plus a hash of both."""
+    slug = "-".join(re.findall(r"[a-z0-9]+", question.lower())[:6]) or "task"
+    digest = hashlib.sha256((question + plan.model_dump_json()).encode()).hexdigest()[:6]
+    return f"{slug}-plan-{digest}"
+
+
+class ResearchPanel(QWidget):
+    """Question, sources, clarification, plan, live progress and cancel (see module docstring).
+
+    Signals: ``report_ready(Report)`` when a run returned a report (any status);
+    ``run_event(RunEvent)`` for every progress event of the current run once it is shown (a
+    status bar may echo it).
+    """
+
+    report_ready = Signal(object)
+    run_event = Signal(object)
+
+    def __init__(self, service: Sourcebook, ops: Operations, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._service = service
+        self._ops = ops
+        self._phase = IDLE
+        self._generation = 0  # bumped whenever the user abandons the current step
+        self._request: RunRequest | None = None
+        self._handle: OpHandle[Any] | None = None
+        self._started_at = 0.0
+        self._build()
+        ops.library_did_change.connect(self._library_changed)
+        self.reload_sources()
+        self._sync()
+
+    # ------------------------------------------------------------------ layout
+
+    def _build(self) -> None:
+        self.question = QPlainTextEdit()
+        self.question.setObjectName("research-question")
+        self.question.setPlaceholderText(
+            "Ask a question about your library, e.g. “What did the 2019 inspections find?”"
+        )
+        self.question.setMaximumHeight(80)
+        self.question.setTabChangesFocus(True)
+
+        web = self._service.settings.web.enabled
+        self.sources = SourcePicker(web_enabled=web)
+        sources_box = QGroupBox("Sources")
+        QVBoxLayout(sources_box).addWidget(self.sources)
+
+        self.clarify_check = QCheckBox("Ask me clarifying questions first")
+        self.plan_check = QCheckBox("Let me review the research plan before it starts")
+        self.start_btn = QPushButton("Start research")
+        self.start_btn.setObjectName("research-start")
+        self.start_btn.setDefault(True)
+        self.start_btn.setToolTip("Start the research (Ctrl+Enter)")
+        self.start_btn.clicked.connect(self.start)
+        self.cancel_btn = QPushButton("Cancel")
+        self.cancel_btn.setObjectName("research-cancel")
+        self.cancel_btn.setToolTip("Stop at the next step (Esc). The task can be resumed later.")
+        self.cancel_btn.clicked.connect(self.cancel)
+
+        self.clarify_box = QGroupBox("Clarifying questions")
+        self.clarify_form = QFormLayout()
+        self.clarify_continue = QPushButton("Continue")
+        self.clarify_continue.clicked.connect(self._answers_given)
+        clarify_skip = QPushButton("Skip")
+        clarify_skip.clicked.connect(lambda: self._answers_given(skip=True))
+        clarify_lay = QVBoxLayout(self.clarify_box)
+        clarify_lay.addWidget(QLabel("Answer what you can; empty answers are skipped."))
+        clarify_lay.addLayout(self.clarify_form)
+        clarify_lay.addLayout(_row(self.clarify_continue, clarify_skip))
+
+        self.plan_box = QGroupBox("Research plan")
+        self.plan_editor = PlanEditor()
+        self.plan_go = QPushButton("Research with this plan")
+        self.plan_go.setObjectName("plan-start")
+        self.plan_go.clicked.connect(self._plan_accepted)
+        plan_back = QPushButton("Discard plan")
+        plan_back.clicked.connect(self._back_to_idle)
+        plan_lay = QVBoxLayout(self.plan_box)
+        plan_lay.addWidget(self.plan_editor)
+        plan_lay.addLayout(_row(self.plan_go, plan_back))
+
+        self.status = QLabel()
+        self.status.setObjectName("research-status")
+        self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.progress = RunProgressView()
+
+        form = QWidget()
+        form_lay = QVBoxLayout(form)
+        form_lay.addWidget(QLabel("Question"))
+        form_lay.addWidget(self.question)
+        form_lay.addWidget(sources_box)
+        form_lay.addWidget(self.clarify_check)
+        form_lay.addWidget(self.plan_check)
+        form_lay.addLayout(_row(self.start_btn, self.cancel_btn))
+        form_lay.addWidget(self.clarify_box)
+        form_lay.addWidget(self.plan_box)
+        form_lay.addStretch(1)
+        self._scroll = QScrollArea()
+        self._scroll.setWidgetResizable(True)
+        self._scroll.setWidget(form)
+
+        self._split = QSplitter(Qt.Orientation.Vertical)
+        self._split.addWidget(self._scroll)
+        self._split.addWidget(self.progress)
+        self._split.setStretchFactor(0, 1)
+        self._split.setStretchFactor(1, 1)
+        root = QVBoxLayout(self)
+        root.addWidget(self._split, 1)
+        root.addWidget(self.status)
+
+        context = Qt.ShortcutContext.WidgetWithChildrenShortcut
+        for keys in ("Ctrl+Return", "Ctrl+Enter"):
+            QShortcut(QKeySequence(keys), self, self.start, context=context)
+        QShortcut(QKeySequence("Escape"), self, self.cancel, context=context)
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def phase(self) -> str:
+        """idle, clarifying, answering (waiting for the user), planning (editing), running."""
+        return self._phase
+
+    @property
+    def busy(self) -> bool:
+        """True while a model call of this panel is in flight."""
+        return self._phase in (CLARIFYING, RUNNING)
+
+    def start_new(self) -> None:
+        """Clear the form and focus the question box (a running run keeps going)."""
+        if not self.busy:
+            self.question.clear()
+            self._back_to_idle()
+            self.progress.reset()
+            self.status.setText("")
+        self.question.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+    def resume(self, task_name: str) -> None:
+        """Rerun the named task; ``core`` resumes it from its log."""
+        if self.busy:
+            self.status.setText("A research run is in progress. Cancel it first to resume another.")
+            return
+        self.status.setText(f"Opening task {task_name}…")
+        gen = self._next_generation()
+        self._ops.run(
+            lambda _ctx: self._service.task(task_name)[0],
+            label=f"Opening task {task_name}",
+            on_success=lambda info: self._resume_with(info, gen),
+            on_error=lambda exc: self._failed(exc, gen),
+        )
+
+    def start(self) -> None:
+        """Start from the form: clarify and/or plan first if asked, then research."""
+        if self._phase != IDLE:
+            if self._phase == PLANNING:
+                self._plan_accepted()
+            return
+        question = " ".join(self.question.toPlainText().split())
+        if len(question) < 3:
+            self.status.setText("Type a question first (a few words at least).")
+            self.question.setFocus()
+            return
+        try:
+            boundary = self.sources.boundary()
+        except ConfigError as exc:
+            self.status.setText(f"{exc.message} {exc.hint or ''}".strip())
+            return
+        self._request = RunRequest(question=question, boundary=boundary)
+        self.progress.reset()
+        if self.clarify_check.isChecked():
+            self._ask_clarification(self._request)
+        else:
+            self._after_clarification()
+
+    def cancel(self) -> None:
+        """Stop what is going on: a run stops at its next step; other steps are abandoned."""
+        if self._phase == RUNNING and self._handle is not None:
+            self._handle.cancel()
+            self.cancel_btn.setEnabled(False)
+            self.status.setText("Cancelling… the run stops at its next step.")
+        elif self._phase in (CLARIFYING, ANSWERING, PLANNING):
+            self._back_to_idle()
+            self.status.setText("Cancelled. Nothing was researched.")
+
+    def reload_sources(self) -> None:
+        """Reload documents and collections for the source picker (in the background)."""
+        svc = self._service
+        self._ops.run(
+            lambda _ctx: (svc.documents(include_superseded=False), svc.collections()),
+            label="Loading sources",
+            on_success=lambda lists: self.sources.set_items(*lists),
+            on_error=lambda exc: logger.warning("could not load the sources: %s", exc),
+        )
+
+    def _library_changed(self, _changes: object) -> None:
+        self.reload_sources()
+
+    # ------------------------------------------------------------------ steps
+
+    def _ask_clarification(self, req: RunRequest) -> None:
+        self._set_phase(CLARIFYING)
+        self.status.setText("Asking the model whether the question needs clarifying…")
+        gen = self._generation
+        svc = self._service
+        self._handle = self._ops.run(
+            lambda _ctx: svc.clarify(req.question, boundary=req.boundary),
+            label="Clarifying the question",
+            exclusive=True,
+            on_success=lambda qs: self._show_questions(qs, gen),
+            on_error=lambda exc: self._failed(exc, gen),
+        )
+
+    def _show_questions(self, questions: list[str], gen: int) -> None:
+        if gen != self._generation:
+            return
+        self._handle = None
+        if not questions:
+            self.status.setText("No clarification needed.")
+            self._after_clarification()
+            return
+        _clear_form(self.clarify_form)
+        for q in questions:
+            label = QLabel(q)
+            label.setWordWrap(True)
+            label.setTextFormat(Qt.TextFormat.PlainText)
+            edit = QLineEdit()
+            edit.setObjectName("clarify-answer")
+            edit.setProperty("question", q)
+            self.clarify_form.addRow(label, edit)
+        self._set_phase(ANSWERING)
+        QTimer.singleShot(0, lambda: self._scroll.ensureWidgetVisible(self.clarify_continue))
+        self.status.setText("Answer the questions below, then Continue.")
+        fields = self.clarification_fields()
+        if fields:
+            fields[0].setFocus()
+
+    def clarification_fields(self) -> list[QLineEdit]:
+        """The answer fields of the clarifying questions now shown."""
+        return self.clarify_box.findChildren(QLineEdit, "clarify-answer")
+
+    def _answers_given(self, skip: bool = False) -> None:
+        if self._phase != ANSWERING or self._request is None:
+            return
+        if not skip:
+            self._request.answers = [
+                f"{e.property('question')} → {e.text().strip()}"
+                for e in self.clarification_fields()
+                if e.text().strip()
+            ]
+        self._after_clarification()
+
+    def _after_clarification(self) -> None:
+        req = self._request
+        if req is None:
+            return
+        if self.plan_check.isChecked():
+            self._draft_plan(req)
+        else:
+            self._run(req)
+
+    def _draft_plan(self, req: RunRequest) -> None:
+        """Ask the planner for its plan (a model call: exclusive), then show it for editing.
+
+        If planning fails, the analyst starts from a one-question plan and is told why."""
+        gen = self._generation
+        svc = self._service
+        self.status.setText("Planning the research…")
+
+        def failed(exc: BaseException) -> None:
+            if gen != self._generation:
+                return
+            self._handle = None
+            logger.warning("drafting a plan failed: %s", exc)
+            self._show_plan(starter_plan(req.question, req.answers))
+            self.status.setText(
+                f"The planner failed ({exc}); start from this one-question plan and edit it."
+            )
+
+        def done(plan: ResearchPlan) -> None:
+            if gen == self._generation:
+                self._handle = None
+                self._show_plan(plan)
+
+        self._handle = self._ops.run(
+            lambda _ctx: svc.plan(req.question, boundary=req.boundary, answers=req.answers),
+            label="Planning the research",
+            exclusive=True,
+            on_success=done,
+            on_error=failed,
+        )
+
+    def _show_plan(self, plan: ResearchPlan) -> None:
+        self.plan_editor.set_plan(plan)
+        self._set_phase(PLANNING)
+        QTimer.singleShot(0, lambda: self._scroll.ensureWidgetVisible(self.plan_go))
+        self.plan_editor.table.setFocus()
+        self.status.setText(
+            "Review the research questions; edit, add or remove them, then start the research."
+        )
+
+    def _plan_accepted(self) -> None:
+        if self._phase != PLANNING or self._request is None:
+            return
+        try:
+            plan = self.plan_editor.plan()
+        except ConfigError as exc:
+            self.status.setText(f"{exc.message} {exc.hint or ''}".strip())
+            return
+        self._request.plan = plan
+        self._request.task = plan_task_name(self._request.question, plan)
+        self._run(self._request)
+
+    def _resume_with(self, info: TaskInfo, gen: int) -> None:
+        if gen != self._generation or self.busy:
+            return
+        note = ""
+        saved = info.params.get("boundary")
+        if isinstance(saved, dict):
+            boundary = Boundary.model_validate(saved)
+        else:
+            # Never widen silently: without a recorded boundary, the sources chosen here apply.
+            try:
+                boundary = self.sources.boundary()
+            except ConfigError:
+                self.question.setPlainText(info.question)
+                self.status.setText(
+                    "The sources of this task were not recorded. Choose its sources, then "
+                    "resume it again."
+                )
+                return
+            note = (
+                " Its original choice of sources was not recorded; using the sources chosen here."
+            )
+        limits = info.params.get("limits")
+        self.question.setPlainText(info.question)
+        self.sources.set_boundary(boundary)
+        self._request = RunRequest(
+            question=info.question,
+            boundary=boundary,
+            task=info.name,
+            fresh=info.status != "answered",  # a stopped run's saved report is not the answer
+            limits=ResearchLimits.model_validate(limits) if isinstance(limits, dict) else None,
+        )
+        self._run(self._request, resuming=True, note=note)
+
+    def _run(self, req: RunRequest, *, resuming: bool = False, note: str = "") -> None:
+        self._set_phase(RUNNING)
+        max_calls = (req.limits or self._service.settings.research).max_tool_calls
+        self.progress.reset(max_tool_calls=max_calls)
+        self._started_at = time.time()
+        what = f"Resuming {req.task}" if resuming else "Researching"
+        self.status.setText(f"{what}…{note}")
+        gen = self._generation
+        svc = self._service
+
+        def work(ctx: OpContext) -> Report:
+            return svc.research(
+                req.question,
+                task=req.task,
+                boundary=req.boundary,
+                limits=req.limits,
+                answers=req.answers,
+                plan=req.plan,
+                fresh=req.fresh,
+                cancel=ctx.cancel,
+                on_event=ctx.progress,
+                on_token=lambda tok: ctx.progress(RunEvent(kind="token", text=tok)),
+            )
+
+        self._handle = self._ops.run(
+            work,
+            label=f"Research: {req.question[:60]}",
+            exclusive=True,
+            on_progress=lambda ev: self._on_event(ev, gen),
+            on_success=lambda report: self._finished(report, gen),
+            on_error=lambda exc: self._failed(exc, gen),
+        )
+
+    def _on_event(self, event: object, gen: int) -> None:
+        if gen == self._generation and isinstance(event, RunEvent):
+            self.progress.apply(event)
+            self.run_event.emit(event)
+
+    def _finished(self, report: Report, gen: int) -> None:
+        if gen != self._generation:
+            return
+        self._handle = None
+        self._set_phase(IDLE)
+        lines = [status_text(report.status)]
+        if report.created_at.timestamp() < self._started_at - 1:
+            when = report.created_at.astimezone().strftime("%Y-%m-%d %H:%M")
+            lines.append(f"This question was researched before ({when}); the saved report opens.")
+        lines += report.status_reasons[:3]
+        self.status.setText(" ".join(lines))
+        self.progress.set_detail(f"Done: {status_text(report.status)}")
+        logger.info("research task %s finished: %s", report.task, report.status)
+        self.report_ready.emit(report)
+
+    def _failed(self, exc: BaseException, gen: int) -> None:
+        if gen != self._generation:
+            logger.info("an abandoned research step failed: %s", exc)
+            return
+        self._handle = None
+        self._set_phase(IDLE)
+        what = exc.message if isinstance(exc, SourcebookError) else str(exc)
+        self.status.setText(f"Stopped: {what}")
+        show_error(self, exc)
+
+    # ------------------------------------------------------------------ state
+
+    def _next_generation(self) -> int:
+        self._generation += 1
+        return self._generation
+
+    def _back_to_idle(self) -> None:
+        self._next_generation()
+        self._handle = None
+        self._set_phase(IDLE)
+
+    def _set_phase(self, phase: str) -> None:
+        entering = phase != self._phase
+        self._phase = phase
+        self._sync()
+        if entering and phase in (ANSWERING, PLANNING, RUNNING):
+            # Room where the analyst's attention goes: the form while answering or editing the
+            # plan, the live progress while the run goes.
+            total = max(2, sum(self._split.sizes()))
+            top = total * 3 // 4 if phase != RUNNING else total // 3
+            self._split.setSizes([top, total - top])
+
+    def _sync(self) -> None:
+        idle = self._phase == IDLE
+        self.start_btn.setEnabled(idle)
+        self.cancel_btn.setEnabled(not idle)
+        for w in (self.question, self.sources, self.clarify_check, self.plan_check):
+            w.setEnabled(idle)
+        self.clarify_box.setVisible(self._phase == ANSWERING)
+        self.plan_box.setVisible(self._phase == PLANNING)
+
+
+def _row(*widgets: QWidget) -> QHBoxLayout:
+    lay = QHBoxLayout()
+    for w in widgets:
+        lay.addWidget(w)
+    lay.addStretch(1)
+    return lay
+
+
+def _clear_form(form: QFormLayout) -> None:
+    while form.rowCount():
+        form.removeRow(0)
