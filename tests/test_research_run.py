@@ -381,6 +381,14 @@ def test_dependencies_and_concurrency(research_app: Sourcebook) -> None:
     assert _cited_ids(report) == {ships, rail}
     assert re.search(r"\[1\].*\[2\]", report.markdown)
     assert report.status == "answered", report.status_reasons
+    # the dependent query's first search carries what a and b found (the bridge)
+    first_c = next(
+        e.payload
+        for e in research_app.task_log().events("deps")
+        if e.kind == "tool_call" and e.key == "r1/c/t1#call@1"
+    )
+    q = first_c["args"]["query"]
+    assert q.startswith("Compare Northport") and "4,200 ships" in q and "30,000" in q
 
 
 def test_tool_failure_gives_partial_retrieval(

@@ -32,18 +32,25 @@ NOTES_MAX_TOKENS = 500
 MAX_ENUM_IDS = 40
 MAX_ENUM_URLS = 20
 TRACE_RESULT_CHARS = 900
+BRIDGE_QUERY_CHARS = 400  # first search of a dependent query: its text plus what it builds on
 
 
 class Worker:
     """Runs one query. Threading contract: one instance per thread; shares only ``ctx``."""
 
     def __init__(
-        self, ctx: RunContext, query: ResearchQuery, prefix: str, context: str = ""
+        self,
+        ctx: RunContext,
+        query: ResearchQuery,
+        prefix: str,
+        context: str = "",
+        bridge: str = "",
     ) -> None:
         self.ctx = ctx
         self.q = query
         self.prefix = prefix
         self.context = context
+        self.bridge = bridge
         self.known: list[str] = []
         self.urls: list[str] = list(ctx.tools.seed_urls)  # addresses this worker has seen
         self.discovered: list[str] = []
@@ -62,8 +69,12 @@ class Worker:
         stop = ""
         last: tuple[str, str, str] = ("", "", "")
         if limits.auto_search:
-            self._call("discover_evidence", {"query": self.q.query})
-            last = ("discover_evidence", self.q.query, "")
+            # A dependent query ("the state where that singer died") names its subject only
+            # through the answers it depends on: the first search carries them (IRCoT-style
+            # retrieval conditioned on what the run has found so far).
+            first = f"{self.q.query} {self.bridge}".strip()[:BRIDGE_QUERY_CHARS]
+            self._call("discover_evidence", {"query": first})
+            last = ("discover_evidence", first, "")
         while not stop:
             self.ctx.check_cancel()
             if self.steps >= limits.max_steps:
@@ -340,13 +351,16 @@ class Worker:
 
 
 def run_worker(
-    ctx: RunContext, query: ResearchQuery, prefix: str, context: str = ""
+    ctx: RunContext, query: ResearchQuery, prefix: str, context: str = "", bridge: str = ""
 ) -> ResearchNotes:
-    """Run one worker; a completed worker of an earlier run is reused, its fetches redone."""
+    """Run one worker; a completed worker of an earlier run is reused, its fetches redone.
+
+    ``context`` is the compressed notes of the queries this one depends on; ``bridge`` their
+    findings' claims, added to the worker's first search."""
 
     def work() -> ResearchNotes:
         ctx.emit("worker", worker=query.id, text=f"researching: {query.query}")
-        return Worker(ctx, query, prefix, context).run()
+        return Worker(ctx, query, prefix, context, bridge).run()
 
     notes, reused = ctx.log.step(
         ctx.task,

@@ -303,10 +303,16 @@ def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: _State
     def context_for(q: ResearchQuery) -> str:
         return "\n".join(st.notes[d].compressed(600) for d in q.depends_on if d in st.notes)
 
+    def bridge_for(q: ResearchQuery) -> str:
+        return " ".join(
+            f.claim for d in q.depends_on if d in st.notes for f in st.notes[d].findings
+        )
+
     workers = min(ctx.limits.max_workers, len(batch))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="researcher") as pool:
         futures = {
-            q.id: pool.submit(run_worker, ctx, q, f"r{rnd}/{q.id}", context_for(q)) for q in batch
+            q.id: pool.submit(run_worker, ctx, q, f"r{rnd}/{q.id}", context_for(q), bridge_for(q))
+            for q in batch
         }
         stop: SourcebookError | None = None
         for q in batch:
