@@ -179,3 +179,34 @@ def test_citation_after_the_full_stop_belongs_to_the_sentence() -> None:
     assert flagged == []
     flagged = check_claims(f"It handled 5,000 ships. [{ev_id}]", {ev_id: ev}.get, None)
     assert flagged and "5000" in flagged[0].reason
+
+
+@pytest.mark.parametrize(
+    ("cited", "ok"),
+    [
+        ("Date & Time: 11/27/2007, 1100 MST", True),  # numeric US date in that month
+        ("Issued 2007-11-27.", True),
+        ("On Nov. 27, 2007 it happened.", True),
+        ("Date & Time: 10/27/2007, 1100 MST", False),  # another month: still flagged
+        ("In 2007, on the 27th.", False),
+    ],
+)
+def test_month_names_match_numeric_dates(cited: str, ok: bool) -> None:
+    from core.library import Evidence
+    from core.research.citations import check_claims
+
+    ev_id = "ev1:" + "b" * 16
+    ev = Evidence(
+        evidence_id=ev_id,
+        passage_id=ev_id,
+        doc_id="d",
+        title="t",
+        source_uri="u",
+        kind="pdf",
+        text=cited,
+        passage_text=cited,
+    )
+    flagged = check_claims(f"It happened on November 27, 2007. [{ev_id}]", {ev_id: ev}.get, None)
+    assert (flagged == []) is ok, flagged
+    if not ok:
+        assert "november" in flagged[0].reason

@@ -222,6 +222,28 @@ def _norm(text: str) -> str:
     return " ".join(text.replace(",", "").replace("\u2019", "'").lower().split())
 
 
+_NUMERIC_DATE_RE = re.compile(
+    r"\b(\d{1,2})/\d{1,2}/\d{2,4}\b"  # 11/27/2007 (US month first)
+    r"|\b\d{4}-(\d{1,2})-\d{1,2}\b"  # 2007-11-27
+)
+
+
+def _has_month(month: str, cited: str) -> bool:
+    """A month name counts as present when the cited text names it, abbreviates it (Nov,
+    Sept) or writes a numeric date in that month (11/27/2007, 2007-11-27)."""
+    n = _MONTHS.index(month) + 1
+    if re.search(rf"\b{month[:3]}", cited):  # november, nov., sept
+        return True
+    return any(int(m.group(1) or m.group(2)) == n for m in _NUMERIC_DATE_RE.finditer(cited))
+
+
+def _present(term: str, cited: str) -> bool:
+    t = _norm(term)
+    if t in _MONTHS:
+        return _has_month(t, cited)
+    return t in cited
+
+
 def key_terms(sentence: str) -> list[str]:
     """Numbers, dates and names a cited sentence asserts."""
     plain = _ID_TOKEN_RE.sub(" ", sentence)
@@ -259,7 +281,7 @@ def check_claims(
             continue
         texts = [ev.text for ev in (evidence(i) for i in ids) if ev is not None]
         cited = _norm(" ".join(texts))
-        missing = [t for t in key_terms(sentence) if _norm(t) not in cited]
+        missing = [t for t in key_terms(sentence) if not _present(t, cited)]
         if missing:
             flagged.append(
                 FlaggedClaim(
