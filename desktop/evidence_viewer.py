@@ -68,6 +68,7 @@ Rect = tuple[float, float, float, float]
 ZOOM_STEP = 1.25
 MIN_ZOOM, MAX_ZOOM = 0.25, 6.0
 HIGHLIGHT_FILL = QColor(255, 196, 0, 110)
+PAGE_SURROUND = QColor(128, 128, 128)  # mid grey: a white page stands out on light and dark
 
 #: Test seam: when set, "Open original" calls this with the URL instead of the system viewer.
 open_url_hook: Callable[[QUrl], None] | None = None
@@ -152,6 +153,7 @@ class EvidenceViewer(QWidget):
         self._view.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform)
         self._view.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
         self._view.setFrameShape(QFrame.Shape.NoFrame)
+        self._view.setBackgroundBrush(QBrush(PAGE_SURROUND))  # the page's edges stay visible
         self._view.resized.connect(self._on_view_resized)
         self._pixmap_item = QGraphicsPixmapItem()
         self._pixmap_item.setTransformationMode(Qt.TransformationMode.SmoothTransformation)
@@ -316,8 +318,9 @@ class EvidenceViewer(QWidget):
             parts.append(f"page {self._page_index + 1}")
         elif ev.pages:
             parts.append("pages " + ", ".join(str(p) for p in ev.pages))
-        if ev.heading_path:
-            parts.append(" › ".join(ev.heading_path))
+        headings = [h for h in ev.heading_path if h.strip() != ev.title.strip()]
+        if headings:  # the title is shown above; its repetition as a heading is not
+            parts.append(" › ".join(headings))
         if ev.superseded:
             parts.append("a newer version of this document exists")
         self._meta.setText(" · ".join(parts))

@@ -5,7 +5,8 @@ progress (``AddProgress`` through ``ctx.progress``) and a cancel button. A batch
 fail keeps the others; the failures are listed in the add's row and reported once through
 :func:`desktop.errors.show_error`. Every successful change is announced on
 ``Operations.library_did_change``, and this panel refreshes from that one signal (whoever made
-the change).
+the change). Web pages are added by address the same way (:mod:`desktop.web_pages` asks for it,
+or explains that web access is off).
 
 Threading: all service calls go through :class:`~desktop.operations.Operations`; slots run on
 the UI thread. Results of a refresh or a search that was overtaken by a newer one are dropped.
@@ -48,6 +49,7 @@ from PySide6.QtWidgets import (
 
 from core.errors import IngestError, SourcebookError
 from core.service import AddProgress, Collection, Document, LibraryChanges, SearchHit, Sourcebook
+from desktop import web_pages
 from desktop.errors import guarded, show_error
 from desktop.operations import OpContext, Operations, OpHandle
 
@@ -204,11 +206,13 @@ class LibraryPanel(QWidget):
     """Documents table, search box and results, add/remove; see the module docstring.
 
     Signals: ``evidence_requested(str)`` when a search hit is activated (the main window shows
-    it in the evidence viewer); ``documents_loaded(list)`` after each refresh.
+    it in the evidence viewer); ``documents_loaded(list)`` after each refresh;
+    ``settings_requested()`` when the user asks to open the settings (to turn web access on).
     """
 
     evidence_requested = Signal(str)
     documents_loaded = Signal(object)
+    settings_requested = Signal()
 
     def __init__(self, service: Sourcebook, ops: Operations, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -223,6 +227,7 @@ class LibraryPanel(QWidget):
         self._refresh_timer.setInterval(800)
         self._refresh_timer.timeout.connect(self.refresh)
         self._search_again = False
+        self.web_off_box: QMessageBox | None = None  # the last "web access is off" message
         self.setAcceptDrops(True)
 
         self.search_box = QLineEdit()
@@ -254,6 +259,8 @@ class LibraryPanel(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
         self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)  # one line per document; the tooltip has the full title
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for c in range(1, len(COLUMNS)):
@@ -270,12 +277,15 @@ class LibraryPanel(QWidget):
         self.add_files_button.clicked.connect(self.add_files_dialog)
         self.add_folder_button = QPushButton("Add folder…")
         self.add_folder_button.clicked.connect(self.add_folder_dialog)
+        self.add_web_button = QPushButton("Add web page…")
+        self.add_web_button.setToolTip("Add a web page by its address (Ctrl+L)")
+        self.add_web_button.clicked.connect(self.add_web_page_dialog)
         self.remove_button = QPushButton("Remove")
         self.remove_button.setToolTip("Remove the selected documents (Delete)")
         self.remove_button.setEnabled(False)
         self.remove_button.clicked.connect(self.remove_selected)
         buttons = QHBoxLayout()
-        for b in (self.add_files_button, self.add_folder_button):
+        for b in (self.add_files_button, self.add_folder_button, self.add_web_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
         buttons.addWidget(self.remove_button)
@@ -330,9 +340,13 @@ class LibraryPanel(QWidget):
         if gen != self._refresh_gen:
             return
         self.model.set_documents(docs, collections)
+        # An empty Collections column only takes room from the titles.
+        self.table.setColumnHidden(
+            COLUMNS.index("Collections"), not any(c.doc_ids for c in collections)
+        )
         self.empty_label.setText(
             "The library is empty. Add PDFs, text, Markdown or HTML files with “Add files…” "
-            "or drop them here."
+            "or drop them here; add a web page by its address with “Add web page…”."
         )
         self.empty_label.setVisible(not docs)
         self._selection_changed()
@@ -365,12 +379,27 @@ class LibraryPanel(QWidget):
         if folder:
             self.add_paths([Path(folder)])
 
-    def add_paths(self, paths: Sequence[Path]) -> OpHandle[LibraryChanges] | None:
-        """Add files and folders in the background, with a progress row and cancel."""
+    def add_web_page_dialog(self) -> None:
+        """Ask for a page's address and add it; with web access off, say so and where to
+        turn it on instead (nothing touches the network)."""
+        if not self._service.settings.web.enabled:
+            self.web_off_box = web_pages.explain_web_off(self, self.settings_requested.emit)
+            return
+        url = web_pages.ask_url(self)
+        if url:
+            self.add_paths([url])
+
+    def add_paths(self, paths: Sequence[Path | str]) -> OpHandle[LibraryChanges] | None:
+        """Add files, folders and (web access on) web addresses in the background, with a
+        progress row and cancel."""
         paths = list(paths)
         if not paths:
             return None
-        what = paths[0].name if len(paths) == 1 else f"{len(paths)} items"
+        first = paths[0]
+        if len(paths) > 1:
+            what = f"{len(paths)} items"
+        else:
+            what = first.name if isinstance(first, Path) else first
         row = AddRow(f"Adding {what}…", self)
         self.adds.addWidget(row)
         service = self._service

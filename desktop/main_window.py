@@ -70,7 +70,8 @@ class MainWindow(QMainWindow):
         self.ops = ops
         self.setWindowTitle("Sourcebook")
         self.setAcceptDrops(True)
-        self.resize(1400, 860)
+        width, height = self._default_size()
+        self.resize(width, height)
 
         self.library_panel = LibraryPanel(service, ops)
         self.research_panel = ResearchPanel(service, ops)
@@ -88,7 +89,8 @@ class MainWindow(QMainWindow):
         self.splitter.setStretchFactor(0, 2)
         self.splitter.setStretchFactor(1, 4)
         self.splitter.setStretchFactor(2, 4)
-        self.splitter.setSizes([330, 560, 510])
+        # library (titles need room), centre (report), evidence (a PDF page at fit width)
+        self.splitter.setSizes([width * 25 // 100, width * 40 // 100, width * 35 // 100])
         self.splitter.setChildrenCollapsible(True)
         self.stack = QStackedWidget()
         self.stack.addWidget(self.splitter)
@@ -139,8 +141,15 @@ class MainWindow(QMainWindow):
         self.add_folder_action = self._action(
             "Add &folder…", self.library_panel.add_folder_dialog, "Ctrl+Shift+O"
         )
+        self.add_web_action = self._action(
+            "Add &web page…",
+            self.library_panel.add_web_page_dialog,
+            "Ctrl+L",
+            "Add a web page by its address (needs web access, off by default)",
+        )
         file_menu.addAction(self.add_files_action)
         file_menu.addAction(self.add_folder_action)
+        file_menu.addAction(self.add_web_action)
         file_menu.addSeparator()
         export_menu = file_menu.addMenu("&Export report as")
         self.export_actions: dict[str, QAction] = {}
@@ -204,6 +213,7 @@ class MainWindow(QMainWindow):
         ops.operation_failed.connect(self._operation_failed)
         self.library_panel.evidence_requested.connect(self.show_evidence)
         self.library_panel.documents_loaded.connect(self._documents_loaded)
+        self.library_panel.settings_requested.connect(self.open_web_settings)
         self.report_view.citation_activated.connect(self.show_citation)
         self.research_panel.report_ready.connect(self._report_ready)
         self.history_panel.open_report.connect(self.open_report)
@@ -313,6 +323,26 @@ class MainWindow(QMainWindow):
         dialog.saved.connect(lambda _s: self._settings_saved(before))
         dialog.open()
         return dialog
+
+    def open_web_settings(self) -> SettingsDialog:
+        """The settings, open on the tab with the web access switch."""
+        dialog = self.open_settings()
+        tabs = dialog.findChild(QTabWidget)
+        if tabs is not None:
+            for i in range(tabs.count()):
+                page = tabs.widget(i)
+                if page is not None and page.isAncestorOf(dialog.web_enabled):
+                    tabs.setCurrentIndex(i)
+        dialog.web_enabled.setFocus()
+        return dialog
+
+    def _default_size(self) -> tuple[int, int]:
+        """Roomy on a large screen (up to 1600x1000), never larger than 90% of a small one."""
+        screen = self.screen()
+        if screen is None:
+            return 1400, 860
+        avail = screen.availableGeometry()
+        return min(1600, avail.width() * 9 // 10), min(1000, avail.height() * 9 // 10)
 
     def _settings_saved(self, library_before: object) -> None:
         self.statusBar().showMessage("Settings saved.", 4000)

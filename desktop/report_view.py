@@ -43,6 +43,7 @@ from core.service import Report
 logger = logging.getLogger(__name__)
 
 CITE_SCHEME = "cite"
+SOURCE_COLUMN_MAX = 260  # px; the Sources list's title column
 ROLE_INDEX = Qt.ItemDataRole.UserRole
 
 # What each run status means to an analyst (shared by the research and history panels).
@@ -231,7 +232,7 @@ class ReportView(QWidget):
             QTextDocument.MarkdownFeature.MarkdownDialectGitHub
             | QTextDocument.MarkdownFeature.MarkdownNoHTML
         )
-        markdown = link_citations(report) or "*The report is empty.*"
+        markdown = _body(link_citations(report), report) or "*The report is empty.*"
         self.browser.document().setMarkdown(markdown, doc_features)
 
         self.sources.clear()
@@ -241,11 +242,13 @@ class ReportView(QWidget):
             quote = " ".join(rec.quote.split())
             row = QTreeWidgetItem([str(rec.number), title, pages, quote[:160]])
             row.setData(0, ROLE_INDEX, i)
-            row.setToolTip(1, rec.source_uri)
+            row.setToolTip(1, f"{title}\n{rec.source_uri}")
             row.setToolTip(3, quote[:600])
             self.sources.addTopLevelItem(row)
         for col in range(3):
             self.sources.resizeColumnToContents(col)
+        # Long titles are elided (full title in the tooltip) so the quoted passage shows.
+        self.sources.setColumnWidth(1, min(self.sources.columnWidth(1), SOURCE_COLUMN_MAX))
 
         self.flagged.clear()
         for f in report.flagged_claims:
@@ -314,6 +317,15 @@ class ReportView(QWidget):
 
     def _on_flagged(self, item: QListWidgetItem) -> None:
         self.activate_citation(int(item.data(ROLE_INDEX)))
+
+
+def _body(markdown: str, report: Report) -> str:
+    """The report without the Sources and Flagged claims sections ``core`` appends: the lists
+    below the text show them (and open the passages), so they are not repeated above."""
+    heads = ["\n## Sources"] if report.citations else []
+    heads += ["\n## Flagged claims"] if report.flagged_claims else []
+    cuts = [i for head in heads if (i := markdown.rfind(head)) >= 0]
+    return markdown[: min(cuts)].rstrip() + "\n" if cuts else markdown
 
 
 def _strip_ids(sentence: str) -> str:

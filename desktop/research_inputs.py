@@ -225,8 +225,10 @@ class PlanEditor(QWidget):
         self.table.setMaximumHeight(200)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         header = self.table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
         self.table.setToolTip(
             "Each question should make sense on its own (repeat names, places and dates). "
             "'Runs after' lists ids of questions whose findings it needs, e.g. q1."

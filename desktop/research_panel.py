@@ -518,6 +518,8 @@ class ResearchPanel(QWidget):
         entering = phase != self._phase
         self._phase = phase
         self._sync()
+        if entering and phase == IDLE:
+            self._scroll.verticalScrollBar().setValue(0)  # the question, not an empty tail
         if entering and phase in (ANSWERING, PLANNING, RUNNING):
             # Room where the analyst's attention goes: the form while answering or editing the
             # plan, the live progress while the run goes.

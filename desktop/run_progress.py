@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QRect, QSize, Qt, QTimer
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -98,6 +98,11 @@ class RunProgressView(QWidget):
         header.setSectionResizeMode(COL_QUERY, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(COL_CALLS, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(COL_NOW, QHeaderView.ResizeMode.Stretch)
+        self._fit_timer = QTimer(self)  # rows are re-fitted once per burst of resizes
+        self._fit_timer.setSingleShot(True)
+        self._fit_timer.setInterval(0)
+        self._fit_timer.timeout.connect(self._fit_rows)
+        header.sectionResized.connect(lambda *_: self._fit_timer.start())
 
         self.draft = QPlainTextEdit()
         self.draft.setObjectName("research-draft")
@@ -196,6 +201,7 @@ class RunProgressView(QWidget):
             item.setText(COL_QUERY, text.removeprefix("researching: "))
             item.setToolTip(COL_QUERY, item.text(COL_QUERY))
             item.setText(COL_NOW, "searching the library")
+            self._fit_timer.start()
             return
         calls = _CALLS_RE.search(text)
         if calls:
@@ -208,6 +214,25 @@ class RunProgressView(QWidget):
             now = text
         item.setText(COL_NOW, now)
         item.setToolTip(COL_NOW, now)
+        self._fit_timer.start()
+
+    def _fit_rows(self) -> None:
+        """Make each worker row tall enough for its wrapped question and status: a tree view
+        wraps text only inside the row height it was given, and never grows a row itself."""
+        metrics = self.workers.fontMetrics()
+        header = self.workers.header()
+        flags = int(Qt.TextFlag.TextWordWrap)
+        for item in self._rows.values():
+            height = max(
+                metrics.boundingRect(
+                    QRect(0, 0, max(header.sectionSize(col) - 10, 40), 10_000),
+                    flags,
+                    item.text(col),
+                ).height()
+                for col in (COL_QUERY, COL_NOW)
+            )
+            item.setSizeHint(COL_QUERY, QSize(header.sectionSize(COL_QUERY), height + 4))
+        self.workers.doItemsLayout()
 
     def _paint(self) -> None:
         for key, label in self._stage_labels.items():
