@@ -1,4 +1,5 @@
-"""The research commands of the command line: ``research``, ``tasks [show NAME]``, ``export``.
+"""The research commands of the command line: ``research``, ``tasks [show NAME]``, ``export``,
+``eval``.
 
 ``add_parsers(subparsers)`` adds them and returns ``{command: handler}``; ``core.cli`` registers
 the handlers next to its own. Progress goes to stderr, the streamed report to stdout.
@@ -9,7 +10,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -53,7 +57,39 @@ def add_parsers(sub: Any) -> dict[str, Handler]:
     e.add_argument("task")
     e.add_argument("--format", choices=FORMATS, default="md")
     e.add_argument("--out", type=Path, help="Write to this file (default: stdout; pdf needs it).")
-    return {"research": cmd_research, "tasks": cmd_tasks, "export": cmd_export}
+
+    v = sub.add_parser(
+        "eval",
+        help="Evaluate research runs on MuSiQue- or FinanceBench-format questions.",
+        description="Ingest the corpus (or PDFs) into a fresh library, run one research run per "
+        "question, and report gold-passage recall@k of plain hybrid search, the run's "
+        "fetched-evidence recall, answer EM/F1, citation precision/recall, page accuracy, "
+        "invalid citations and time. Rerunning with the same --library (and --tag) reuses "
+        "finished runs.",
+    )
+    v.add_argument("questions", type=Path, metavar="QUESTIONS.jsonl")
+    src = v.add_mutually_exclusive_group()
+    src.add_argument("--corpus", type=Path, help="MuSiQue-format JSONL corpus to ingest.")
+    src.add_argument("--docs", type=Path, help="Folder of documents (PDFs) to ingest.")
+    v.add_argument(
+        "--library",
+        type=Path,
+        help="Home of the evaluation library (kept; ingested only if it holds no documents). "
+        "Default: a temporary home, removed afterwards.",
+    )
+    v.add_argument("--model", help="Model for every role (default: the settings' models).")
+    v.add_argument("--limit", type=int, help="Only the first N questions.")
+    v.add_argument("--only", action="append", default=[], help="Only this question id (repeat).")
+    v.add_argument("--k", default="2,5,10", help="Cut-offs for baseline recall (default 2,5,10).")
+    v.add_argument("--out", type=Path, help="Write the results as JSON (updated per question).")
+    v.add_argument(
+        "--tag",
+        default="",
+        help="Name for this series of runs: task names are eval-MODEL[-TAG]-QID, so a rerun with "
+        "the same tag and --library reuses finished runs and a new tag runs them anew.",
+    )
+    v.add_argument("--quiet", action="store_true", help="No run progress on stderr.")
+    return {"research": cmd_research, "tasks": cmd_tasks, "export": cmd_export, "eval": cmd_eval}
 
 
 def build_models(app: Sourcebook, args: argparse.Namespace) -> Mapping[str, LLM]:
@@ -179,3 +215,168 @@ def cmd_export(app: Sourcebook, args: argparse.Namespace) -> int:
     else:
         print(f"wrote {args.out} ({len(data)} bytes)")
     return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- eval
+
+
+def _parse_ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        ks = []
+    if not ks or ks[0] < 1:
+        raise ConfigError(f"Bad --k {text!r}.", hint="Use positive integers, like --k 2,5,10.")
+    return ks
+
+
+def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
+    from core import eval as ev
+
+    ks = _parse_ks(args.k)
+    dataset, questions = ev.load_questions(args.questions)
+    questions = ev.select(questions, only=args.only, limit=args.limit)
+    for path in (args.corpus, args.docs):
+        if path is not None and not path.exists():
+            raise ConfigError(f"{path} does not exist.")
+    temp = args.library is None
+    home = Path(tempfile.mkdtemp(prefix="sourcebook-eval-")) if temp else args.library
+    # The evaluation library lives under its own home: the user's library is never touched.
+    settings = app.settings.model_copy(
+        update={"library": app.settings.library.model_copy(update={"path": None})}
+    )
+    models = build_models(app, args)
+    model = ", ".join(sorted({m.name for m in models.values()}))
+    lab = Sourcebook(home, settings=settings, embedder=app.embedder, llms=models)
+    out: Path | None = args.out
+    try:
+        print(f"evaluation library: {home}", file=sys.stderr)
+        ingest = ev.prepare_library(lab, dataset, args.corpus, args.docs)
+        if ingest.get("skipped"):
+            print(f"using the {ingest['documents']} documents already there", file=sys.stderr)
+        else:
+            print(f"ingested: {ingest}", file=sys.stderr)
+        tag = re.sub(r"[^a-z0-9.]+", "-", f"{model} {args.tag}".strip().lower())[:60]
+        evaluator = ev.Evaluator(
+            lab,
+            dataset,
+            models,
+            ks=ks,
+            task_prefix=f"eval-{tag}",
+            corpus=args.corpus,
+            on_event=None if args.quiet else _eval_progress,
+        )
+
+        def on_result(i: int, r: ev.QuestionResult, so_far: ev.EvalResult) -> None:
+            print(f"[{i}/{len(questions)}] {_result_line(r)}", file=sys.stderr, flush=True)
+            if out is not None:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(so_far.model_dump_json(indent=2), encoding="utf-8")
+
+        result = ev.run_eval(
+            evaluator,
+            questions,
+            questions_file=args.questions,
+            library=home,
+            model=model,
+            ingest=ingest,
+            on_result=on_result,
+        )
+    finally:
+        lab.close()
+        for llm in {id(m): m for m in models.values()}.values():
+            with contextlib.suppress(ModelError):
+                llm.close()
+        if temp:
+            shutil.rmtree(home, ignore_errors=True)
+    print(format_eval(result))
+    if out is not None:
+        out.write_text(result.model_dump_json(indent=2), encoding="utf-8")
+        print(f"wrote {out}")
+    return EXIT_OK if result.summary.invalid_citations == 0 else EXIT_PARTIAL
+
+
+def _eval_progress(qid: str, ev: RunEvent) -> None:
+    if ev.kind in ("stage", "worker"):
+        who = f"[{ev.worker}] " if ev.worker else ""
+        print(f"  {qid[:24]} {ev.stage or ev.kind}: {who}{ev.text}"[:160], file=sys.stderr)
+
+
+def _f(x: float | None, digits: int = 2) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _hops(flags: list[bool]) -> str:
+    return f"{sum(flags)}/{len(flags)}" if flags else "-"
+
+
+def _result_line(r: Any) -> str:
+    return (
+        f"{r.qid[:28]} {r.status} {r.seconds:.0f}s fetchedR={_f(r.fetched_recall)} "
+        f"F1={_f(r.answer.first_f1)} citeR={_f(r.citation_recall)} invalid={r.invalid_citations}"
+        + (f" error={r.error}" if r.error else "")
+    )
+
+
+def format_eval(result: Any) -> str:
+    """The per-question table and the totals of an evaluation."""
+    s = result.summary
+    ks = [f"@{k}" for k in s.ks]
+    head = (
+        f"{'question':<30} {'status':<21}"
+        + "".join(f"{'R' + k:>6}" for k in ks)
+        + f"{'fetR':>6}{'hops':>6}{'EM':>5}{'F1':>6}{'F1*':>6}{'citP':>6}{'citR':>6}"
+        + f"{'page':>6}{'inv':>4}{'sec':>7}"
+    )
+    lines = [f"{s.dataset}: {s.questions} question(s), model {s.model}", head, "-" * len(head)]
+    for r in result.questions:
+        acc = r.page_accuracy if r.page_accuracy is not None else r.quote_accuracy
+        lines.append(
+            f"{r.qid[:30]:<30} {(r.status if not r.error else 'error')[:21]:<21}"
+            + "".join(f"{_f(r.baseline_recall.get(k)):>6}" for k in ks)
+            + f"{_f(r.fetched_recall):>6}{_hops(r.hops_fetched):>6}"
+            + f"{_f(r.answer.first_em, 0):>5}{_f(r.answer.first_f1):>6}{_f(r.answer.best_f1):>6}"
+            + f"{_f(r.citation_precision):>6}{_f(r.citation_recall):>6}"
+            + f"{_f(acc):>6}{r.invalid_citations:>4}{r.seconds:>7.0f}"
+        )
+    acc = s.page_accuracy if s.page_accuracy is not None else s.quote_accuracy
+    lines.append("-" * len(head))
+    lines.append(
+        f"{'mean':<30} {'':<21}"
+        + "".join(f"{_f(s.baseline_recall.get(k)):>6}" for k in ks)
+        + f"{_f(s.fetched_recall):>6}{_f(s.hop_recall_fetched.get('all')):>6}"
+        + f"{_f(s.em_first):>5}{_f(s.f1_first):>6}{_f(s.f1_best):>6}"
+        + f"{_f(s.citation_precision):>6}{_f(s.citation_recall):>6}"
+        + f"{_f(acc):>6}{s.invalid_citations:>4}{_f(s.seconds_mean, 0):>7}"
+    )
+    lines.append("")
+    lines.append(
+        "R@k: gold recall of plain hybrid search (baseline); fetR: gold share of what the run "
+        "fetched; hops: hops whose gold the run fetched; EM/F1: first sentence of the report; "
+        "F1*: best sentence; citP/citR: cited units that are gold / gold units cited; page: "
+        "cited text found on the cited PDF page (or in the corpus record); inv: invalid citations."
+    )
+    if s.hop_recall_fetched:
+        hops = ", ".join(
+            f"{k} {_f(v)}/{_f(s.hop_recall_baseline.get(k))}"
+            for k, v in s.hop_recall_fetched.items()
+        )
+        lines.append(f"per-hop recall, run fetched / baseline top-5: {hops}")
+    lines.append(
+        f"gold share of everything the run's searches showed (fetched or not): {_f(s.seen_recall)}"
+    )
+    if s.numeric_match is not None:
+        lines.append(f"numeric answer match (1% tolerance): {_f(s.numeric_match)}")
+    lines.append(
+        "statuses: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(s.statuses.items()))
+        + f"; total time {s.seconds_total:.0f} s"
+    )
+    for name, t in s.targets.items():
+        value = t["value"] if isinstance(t["value"], int) else _f(t["value"])
+        lines.append(
+            f"target {name}: {value} (target {t['target']}) {'met' if t['met'] else 'MISSED'}"
+        )
+    if s.unmapped_gold:
+        lines.append(f"warning: {len(s.unmapped_gold)} gold unit(s) not in the library")
+    return "\n".join(lines)

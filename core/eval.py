@@ -1,0 +1,511 @@
+"""``sourcebook eval``: research runs measured against gold answers and gold evidence.
+
+Reads question files in the two formats of ``../shared/eval`` as they are:
+
+- MuSiQue-style records (``qid``, ``question``, ``answer``, ``answer_aliases``,
+  ``gold_passage_ids``, ``decomposition``) over a JSONL corpus (``passage_id``, ``title``,
+  ``text``) imported one document per record with the record id as the document's external id.
+  The gold unit is the corpus record: a passage counts as gold when its document's external id
+  is gold (a record chunked into several passages counts once).
+- FinanceBench-style records (``financebench_id``, ``question``, ``answer``, gold ``evidence``
+  items with ``doc_name`` and 0-based ``evidence_page_num``) over a folder of PDFs. The gold
+  unit is a page: (file name stem = ``doc_name``, 0-based page index). A passage counts for
+  every page its words lie on.
+
+For each question: the baseline (plain hybrid search for the question, no graph expansion,
+recall of gold units among the first k hits), then one full research run, scored by
+:mod:`core.eval_metrics`: the share of gold units among everything the run fetched (the
+notes' fetched ids plus every complete fetch of the run in the task log), per-hop recall
+(MuSiQue), answer EM/F1 (first sentence and best sentence), citation precision and recall on
+gold units, a re-check of every citation (invalid citations), and whether each cited text is
+really in its source: on the cited PDF pages (read again with PyMuPDF), or in the corpus record.
+
+Threading: one :class:`Evaluator` runs questions one after another on the calling thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pymupdf
+from pydantic import BaseModel, Field
+
+from core.errors import ConfigError, NotFoundError, SourcebookError
+from core.eval_metrics import (
+    CitationCheck,
+    Dataset,
+    EvalResult,
+    QuestionResult,
+    numeric_match,
+    precision,
+    recall,
+    report_body,
+    score_answer,
+    summarize,
+    text_held,
+)
+from core.research.run import FINAL
+from core.research.schemas import Report, RunEvent
+from core.service import Sourcebook
+from graph.schemas import Document
+from models.llm import LLM
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CitationCheck",
+    "Dataset",
+    "EvalQuestion",
+    "EvalResult",
+    "Evaluator",
+    "QuestionResult",
+    "load_questions",
+    "prepare_library",
+    "run_eval",
+    "select",
+]
+
+SEARCH_TOOLS = {"discover_evidence", "find_entities", "explore", "navigate"}
+_MARKER = re.compile(r"\[(\d{1,3})\]")
+_LEFTOVER = re.compile(r"\[(?:E\d{1,3}|ev1:[^\]]*)\]")
+
+
+# ----------------------------------------------------------------------------- questions
+
+
+class EvalQuestion(BaseModel):
+    """One question with its gold data, in either format. Gold units are strings: a corpus
+    record id (MuSiQue) or ``DOC_NAME@PAGE`` with a 0-based page (FinanceBench)."""
+
+    qid: str
+    question: str
+    answers: list[str] = Field(description="The gold answer, then its aliases.")
+    gold: list[str]
+    hops: list[str] = Field(default_factory=list, description="MuSiQue: each hop's gold unit.")
+
+
+def page_unit(doc_name: str, page_index: int) -> str:
+    return f"{doc_name}@{page_index}"
+
+
+def detect_format(record: Mapping[str, Any]) -> Dataset:
+    if "gold_passage_ids" in record:
+        return "musique"
+    if "evidence" in record:
+        return "financebench"
+    raise ConfigError(
+        "Unknown question format.",
+        hint="Expected MuSiQue records (gold_passage_ids) or FinanceBench records (evidence).",
+    )
+
+
+def load_questions(path: Path) -> tuple[Dataset, list[EvalQuestion]]:
+    """Read a question file of either format (the format is taken from its first record)."""
+    try:
+        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        records = [json.loads(ln) for ln in lines]
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"Cannot read the questions {path}: {exc}") from exc
+    if not records:
+        raise ConfigError(f"{path} holds no questions.")
+    dataset = detect_format(records[0])
+    out: list[EvalQuestion] = []
+    for i, r in enumerate(records, 1):
+        try:
+            if dataset == "musique":
+                out.append(
+                    EvalQuestion(
+                        qid=str(r.get("qid") or r.get("id") or f"q{i}"),
+                        question=r["question"],
+                        answers=[r["answer"], *r.get("answer_aliases", [])],
+                        gold=list(r["gold_passage_ids"]),
+                        hops=[str(h["gold_passage_id"]) for h in r.get("decomposition", [])],
+                    )
+                )
+            else:
+                units = [
+                    page_unit(e.get("doc_name") or r["doc_name"], int(e["evidence_page_num"]))
+                    for e in r["evidence"]
+                ]
+                out.append(
+                    EvalQuestion(
+                        qid=str(r.get("financebench_id") or f"q{i}"),
+                        question=r["question"],
+                        answers=[r["answer"]],
+                        gold=list(dict.fromkeys(units)),
+                    )
+                )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{path}, record {i}: missing or bad field {exc}.") from exc
+    return dataset, out
+
+
+# ----------------------------------------------------------------------------- library
+
+
+def prepare_library(
+    app: Sourcebook, dataset: Dataset, corpus: Path | None, docs: Path | None
+) -> dict[str, Any]:
+    """Ingest the corpus or documents unless the library already holds documents."""
+    existing = app.documents(include_superseded=False)
+    if existing:
+        return {"skipped": True, "documents": len(existing)}
+    if dataset == "musique" and corpus is None:
+        raise ConfigError("MuSiQue questions need their corpus.", hint="Pass --corpus FILE.jsonl.")
+    if dataset == "financebench" and docs is None:
+        raise ConfigError("FinanceBench questions need their PDFs.", hint="Pass --docs DIR.")
+    t0 = time.perf_counter()
+    if corpus is not None:
+        changes = app.add_jsonl(corpus, id_field="passage_id")
+    else:
+        assert docs is not None
+        changes = app.add([docs])
+    counts = Counter(r.outcome for r in changes.results)
+    return {
+        "skipped": False,
+        "seconds": time.perf_counter() - t0,
+        **{str(k): n for k, n in counts.items()},
+    }
+
+
+class UnitMap:
+    """Documents -> gold units: external id (MuSiQue) or file stem + page (FinanceBench)."""
+
+    def __init__(self, dataset: Dataset, documents: list[Document], aliases: dict[str, str]):
+        self.dataset = dataset
+        self.key = {
+            d.doc_id: (d.external_id or "") if dataset == "musique" else Path(d.source_uri).stem
+            for d in documents
+        }
+        self.keys = set(self.key.values()) - {""}
+        self.aliases = aliases
+
+    def gold(self, units: list[str]) -> list[str]:
+        """Gold units spelled as the library spells them (duplicate corpus records fold)."""
+        return list(dict.fromkeys(self.aliases.get(u, u) for u in units))
+
+    def units(self, doc_id: str, pages0: list[int]) -> list[str]:
+        key = self.key.get(doc_id, "")
+        if not key:
+            return []
+        if self.dataset == "musique":
+            return [key]
+        return [page_unit(key, p) for p in pages0]
+
+    def unmapped(self, units: list[str]) -> list[str]:
+        doc = (lambda u: u) if self.dataset == "musique" else (lambda u: u.rsplit("@", 1)[0])
+        return [u for u in units if doc(self.aliases.get(u, u)) not in self.keys]
+
+
+def corpus_records(corpus: Path | None) -> tuple[dict[str, str], dict[str, str]]:
+    """(record id -> title and text, record id -> id of the first record with that content)."""
+    texts: dict[str, str] = {}
+    aliases: dict[str, str] = {}
+    if corpus is None:
+        return texts, aliases
+    first: dict[tuple[str, str], str] = {}
+    with corpus.open(encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            rid, title, text = str(r.get("passage_id", "")), r.get("title", ""), r.get("text", "")
+            texts[rid] = f"{title}\n{text}"
+            aliases[rid] = first.setdefault((title, text), rid)
+    return texts, {k: v for k, v in aliases.items() if k != v}
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+class Evaluator:
+    """Runs and scores questions against one library. See the module docstring."""
+
+    def __init__(
+        self,
+        app: Sourcebook,
+        dataset: Dataset,
+        models: Mapping[str, LLM],
+        *,
+        ks: list[int],
+        task_prefix: str,
+        corpus: Path | None = None,
+        on_event: Callable[[str, RunEvent], None] | None = None,
+    ) -> None:
+        self.app = app
+        self.dataset = dataset
+        self.models = models
+        self.ks = sorted(set(ks))
+        self.task_prefix = task_prefix
+        self.on_event = on_event
+        self.records, aliases = corpus_records(corpus)
+        self.map = UnitMap(dataset, app.documents(include_superseded=False), aliases)
+        self._pages: dict[str, list[str]] = {}
+        self._ev_units: dict[str, list[str]] = {}
+
+    def task_name(self, qid: str) -> str:
+        return f"{self.task_prefix}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', qid)}"[:120]
+
+    # -------------------------------------------------------------- one question
+
+    def evaluate(self, q: EvalQuestion) -> QuestionResult:
+        gold = self.map.gold(q.gold)
+        hops = self.map.gold(q.hops)
+        hits = self.app.search(q.question, k=max(self.ks), mode="hybrid", graph=False)
+        ranked = [self.map.units(h.doc_id, _pages0(h.page_start, h.page_end)) for h in hits]
+        baseline = {f"@{k}": recall({u for us in ranked[:k] for u in us}, gold) for k in self.ks}
+        k_hop = 5 if 5 in self.ks else max(self.ks)
+        top_hop = {u for us in ranked[:k_hop] for u in us}
+        task = self.task_name(q.qid)
+        res = QuestionResult(
+            qid=q.qid,
+            question=q.question,
+            gold_answer=q.answers[0],
+            task=task,
+            status="error",
+            seconds=0.0,
+            baseline_recall=baseline,
+            hops_baseline=[h in top_hop for h in hops],
+        )
+        saved = self.app.task_log()
+        try:
+            info = saved.get(task)
+        finally:
+            saved.close()
+        res.reused = bool(info and info.status in FINAL and info.report)
+        listener = self.on_event
+
+        def on_event(ev: RunEvent) -> None:
+            if listener is not None:
+                listener(q.qid, ev)
+
+        t0 = time.perf_counter()
+        try:
+            report = self.app.research(q.question, models=self.models, task=task, on_event=on_event)
+        except SourcebookError as exc:
+            logger.warning("research for %s failed: %s", q.qid, exc)
+            res.error = str(exc)
+            res.seconds = time.perf_counter() - t0
+            return res
+        res.seconds = self._recorded_seconds(task) if res.reused else time.perf_counter() - t0
+        self._score(res, q, report, gold, hops)
+        return res
+
+    def _score(
+        self,
+        res: QuestionResult,
+        q: EvalQuestion,
+        report: Report,
+        gold: list[str],
+        hops: list[str],
+    ) -> None:
+        res.status, res.status_reasons = report.status, list(report.status_reasons)
+        res.report_markdown = report.markdown
+        res.plan_queries = [x.query for x in report.plan.queries] if report.plan else []
+        noted = {i for n in report.notes for i in n.fetched_ids}
+        logged, seen = self.run_evidence(res.task)
+        fetched = noted | logged
+        fetched_units = {u for i in fetched for u in self.evidence_units(i)}
+        res.fetched = len(fetched)
+        res.fetched_recall = recall(fetched_units, gold)
+        res.fetched_gold = [u for u in gold if u in fetched_units]
+        res.seen_recall = recall({u for i in seen | fetched for u in self.evidence_units(i)}, gold)
+        res.hops_fetched = [h in fetched_units for h in hops]
+        res.answer = score_answer(report.markdown, q.answers)
+        if self.dataset == "financebench":
+            res.numeric_match = numeric_match(report.markdown, q.answers[0])
+        res.removed_citations = len(report.removed_citations)
+        res.flagged_claims = len(report.flagged_claims)
+        res.citations = len(report.citations)
+        res.checks, res.invalid_reasons = self.check_citations(report, fetched, set(gold))
+        res.invalid_citations = len(res.invalid_reasons)
+        cited = {u for c in res.checks for u in c.units}
+        res.citation_precision = precision(cited, gold)
+        res.citation_recall = recall(cited, gold)
+        pages = [c.source_ok for c in res.checks if c.where == "page"]
+        quotes = [c.source_ok for c in res.checks if c.where == "record"]
+        res.page_accuracy = sum(map(bool, pages)) / len(pages) if pages else None
+        res.quote_accuracy = sum(map(bool, quotes)) / len(quotes) if quotes else None
+
+    # -------------------------------------------------------------- evidence
+
+    def evidence_units(self, evidence_id: str) -> list[str]:
+        if evidence_id not in self._ev_units:
+            try:
+                ev = self.app.evidence(evidence_id)
+                self._ev_units[evidence_id] = self.map.units(ev.doc_id, [p - 1 for p in ev.pages])
+            except SourcebookError:
+                self._ev_units[evidence_id] = []
+        return self._ev_units[evidence_id]
+
+    def run_evidence(self, task: str) -> tuple[set[str], set[str]]:
+        """(ids fetched completely, ids any search or lookup returned) in the task's latest run,
+        as the task log recorded them (a search reused from an earlier run counts as seen)."""
+        log = self.app.task_log()
+        try:
+            events = log.events(task)
+        finally:
+            log.close()
+        if not events:
+            return set(), set()
+        last = max(e.run for e in events)
+        fetched: set[str] = set()
+        seen: set[str] = set()
+        for e in events:
+            p = e.payload
+            if not isinstance(p, dict) or p.get("error") or not isinstance(p.get("ids"), list):
+                continue
+            if e.kind == "tool_result" and e.run == last and p.get("tool") == "fetch_evidence":
+                if p.get("complete"):
+                    fetched.update(p["ids"])
+            elif e.kind == "result" and p.get("tool") in SEARCH_TOOLS:
+                seen.update(p["ids"])
+        return fetched, seen
+
+    def _recorded_seconds(self, task: str) -> float:
+        """Wall time of a reused task's latest run, from its recorded stage spans."""
+        info, spans = self.app.task(task)
+        del info
+        if not spans:
+            return 0.0
+        last = max(s.run for s in spans)
+        return sum(s.seconds for s in spans if s.run == last and s.kind == "stage")
+
+    def check_citations(
+        self, report: Report, fetched: set[str], gold: set[str]
+    ) -> tuple[list[CitationCheck], list[str]]:
+        """Re-check every citation of the final report, independently of the run's checker."""
+        problems: list[str] = []
+        body = report_body(report.markdown)
+        numbers = {c.number for c in report.citations}
+        used = {int(n) for n in _MARKER.findall(body)}
+        problems += [f"[{n}] has no citation record" for n in sorted(used - numbers)]
+        problems += [f"raw citation token left: {t}" for t in _LEFTOVER.findall(body)]
+        checks: list[CitationCheck] = []
+        for c in report.citations:
+            pages0 = [p - 1 for p in c.pages]
+            units = self.map.units(c.doc_id, pages0)
+            check = CitationCheck(
+                number=c.number,
+                evidence_id=c.evidence_id,
+                units=units,
+                gold=bool(set(units) & gold),
+            )
+            try:
+                ev = self.app.evidence(c.evidence_id)
+            except SourcebookError:
+                check.problem = "no such evidence in the library"
+            else:
+                digest = hashlib.sha256(ev.text.encode("utf-8")).hexdigest()
+                if ev.text != c.quote or digest != c.content_sha256:
+                    check.problem = "quote differs from the evidence text"
+                elif c.evidence_id not in fetched and ev.passage_id not in fetched:
+                    check.problem = "not fetched in this run"
+                elif c.number not in used:
+                    check.problem = "listed but never cited in the text"
+            if check.problem:
+                problems.append(f"[{c.number}] {c.evidence_id}: {check.problem}")
+            self._check_source(check, c.quote, c.source_uri, pages0, c.doc_id)
+            checks.append(check)
+        return checks, problems
+
+    def _check_source(
+        self, check: CitationCheck, quote: str, source: str, pages0: list[int], doc_id: str
+    ) -> None:
+        path = Path(source)
+        if pages0 and path.suffix.lower() == ".pdf":
+            texts = self.page_texts(path)
+            if texts is None or any(p < 0 or p >= len(texts) for p in pages0):
+                check.where, check.source_ok = "page", False
+                check.problem = check.problem or "cited page not readable"
+                return
+            check.where = "page"
+            check.source_ok, check.coverage = text_held(quote, "\n".join(texts[p] for p in pages0))
+            return
+        ext = self.map.key.get(doc_id, "") if self.dataset == "musique" else ""
+        record = self.records.get(ext)
+        if record is None and ext:
+            try:
+                record = self.app.library.store.get_document_text(doc_id)
+            except Exception:  # the check is best effort: no text means "not verified"
+                record = None
+        if record is not None:
+            check.where = "record"
+            check.source_ok, check.coverage = text_held(quote, record)
+
+    def page_texts(self, path: Path) -> list[str] | None:
+        """Every page's text, read again from the file with PyMuPDF (cached per file)."""
+        key = str(path)
+        if key not in self._pages:
+            try:
+                with pymupdf.open(path) as doc:
+                    self._pages[key] = [page.get_text() for page in doc]
+            except Exception as exc:  # a vanished or unreadable file fails its checks
+                logger.warning("cannot read %s for the page check: %s", path, exc)
+                return None
+        return self._pages[key]
+
+
+def _pages0(start: int | None, end: int | None) -> list[int]:
+    if start is None:
+        return []
+    return list(range(start, (end if end is not None else start) + 1))
+
+
+def run_eval(
+    evaluator: Evaluator,
+    questions: list[EvalQuestion],
+    *,
+    questions_file: Path,
+    library: Path,
+    model: str,
+    ingest: dict[str, Any],
+    on_result: Callable[[int, QuestionResult, EvalResult], None] | None = None,
+) -> EvalResult:
+    """Evaluate the questions in order; ``on_result`` sees each result and the totals so far."""
+    gold_units = [u for q in questions for u in q.gold]
+    unmapped = list(dict.fromkeys(evaluator.map.unmapped(gold_units)))
+    if unmapped:
+        logger.warning("%d gold unit(s) have no document in the library", len(unmapped))
+    results: list[QuestionResult] = []
+
+    def build() -> EvalResult:
+        return EvalResult(
+            summary=summarize(
+                evaluator.dataset,
+                results,
+                questions_file=questions_file,
+                library=library,
+                model=model,
+                ks=evaluator.ks,
+                unmapped=unmapped,
+            ),
+            ingest=ingest,
+            questions=list(results),
+        )
+
+    for i, q in enumerate(questions, 1):
+        results.append(evaluator.evaluate(q))
+        if on_result is not None:
+            on_result(i, results[-1], build())
+    return build()
+
+
+def select(
+    questions: list[EvalQuestion], *, only: list[str], limit: int | None
+) -> list[EvalQuestion]:
+    if only:
+        picked = [q for q in questions if q.qid in only]
+        missing = set(only) - {q.qid for q in picked}
+        if missing:
+            raise NotFoundError(f"No question with id {', '.join(sorted(missing))}.")
+        questions = picked
+    return questions[:limit] if limit is not None else questions

@@ -1,0 +1,358 @@
+"""Pure metrics of ``sourcebook eval`` and their results: answer match, recall, citation
+precision/recall, page checks, the per-question and summary records and their aggregation.
+No I/O and no library access, so each can be tested on hand-made examples.
+
+Answers are scored SQuAD-style: lower case, punctuation and the articles a/an/the removed,
+whitespace collapsed; exact match and token F1 take the best over the gold answer and its
+aliases. A report is not a bare answer, so two extractions are scored:
+
+- ``first``: the first sentence of the first content line of the report (headings, list
+  markers, citation markers and emphasis removed) -- what a reader takes as the answer;
+- ``best``: the sentence of the report body (before the Sources list) that matches the gold
+  answer best -- an upper bound that forgives the writer for not leading with the answer.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Dataset = Literal["musique", "financebench"]
+TARGETS = {"fetched_recall": 0.85, "citation_recall": 0.7, "f1_first": 0.35}
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = set(string.punctuation) | {"\u2019", "\u2018", "\u201c", "\u201d", "\u2013", "\u2014"}
+_CITE = re.compile(r"\[(?:\d{1,3}|E\d{1,3}|ev1:[0-9a-fA-F]{16}(?:#\d+-\d+)?)\]")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+_ABBREV = re.compile(
+    r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Inc|Co|Corp|Ltd|No|vs|etc|Fig|approx)|[A-Z]\.[A-Z])\.$"
+)
+_END_SECTIONS = re.compile(r"^#{1,6}\s*(Sources|Flagged claims)\b", re.IGNORECASE | re.MULTILINE)
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD normalisation: lower case, no punctuation, no articles, single spaces."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCT)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def exact_match(prediction: str, golds: Sequence[str]) -> float:
+    pred = normalize_answer(prediction)
+    return max((1.0 if pred == normalize_answer(g) else 0.0 for g in golds), default=0.0)
+
+
+def _f1(pred: list[str], gold: list[str]) -> float:
+    common = Counter(pred) & Counter(gold)
+    same = sum(common.values())
+    if not pred or not gold:
+        return float(pred == gold)
+    if same == 0:
+        return 0.0
+    p, r = same / len(pred), same / len(gold)
+    return 2 * p * r / (p + r)
+
+
+def token_f1(prediction: str, golds: Sequence[str]) -> float:
+    pred = normalize_answer(prediction).split()
+    return max((_f1(pred, normalize_answer(g).split()) for g in golds), default=0.0)
+
+
+def report_body(markdown: str) -> str:
+    """The report without its Sources list and flagged-claims section."""
+    m = _END_SECTIONS.search(markdown)
+    return markdown[: m.start()] if m else markdown
+
+
+def _clean(line: str) -> str:
+    line = _CITE.sub("", line).replace("\u26a0", "")
+    line = re.sub(r"^\s*(?:[-*+>]|\d+[.)])\s+", "", line)  # list markers, quotes
+    line = re.sub(r"[*_`]+", "", line)  # emphasis, code
+    return re.sub(r"\s+([.,;:!?])", r"\1", " ".join(line.split())).strip()
+
+
+def sentences(markdown: str) -> list[str]:
+    """The body's sentences in order (headings skipped, markup and citations removed)."""
+    out: list[str] = []
+    for raw in report_body(markdown).splitlines():
+        if raw.lstrip().startswith("#") or not raw.strip():
+            continue
+        pieces: list[str] = []
+        for piece in _SENTENCE.split(_clean(raw)):
+            if pieces and _ABBREV.search(pieces[-1]):  # "G. Stanley Hall", "U.S. Army"
+                pieces[-1] = f"{pieces[-1]} {piece}"
+            else:
+                pieces.append(piece)
+        out.extend(x.strip() for x in pieces if x.strip())
+    return out
+
+
+class AnswerScore(BaseModel):
+    first: str = ""
+    first_em: float = 0.0
+    first_f1: float = 0.0
+    best: str = ""
+    best_em: float = 0.0
+    best_f1: float = 0.0
+
+
+def score_answer(markdown: str, golds: Sequence[str]) -> AnswerScore:
+    """EM and F1 of the report's first sentence and of its best-matching sentence."""
+    sents = sentences(markdown)
+    if not sents:
+        return AnswerScore()
+    first = sents[0]
+    best = max(sents, key=lambda s: (token_f1(s, golds), exact_match(s, golds)))
+    return AnswerScore(
+        first=first,
+        first_em=exact_match(first, golds),
+        first_f1=token_f1(first, golds),
+        best=best,
+        best_em=exact_match(best, golds),
+        best_f1=token_f1(best, golds),
+    )
+
+
+def numbers(text: str) -> list[float]:
+    out = []
+    for n in _NUMBER.findall(text):
+        try:
+            out.append(float(n.replace(",", "")))
+        except ValueError:
+            continue
+    return out
+
+
+def numeric_match(markdown: str, gold_answer: str, rel_tol: float = 0.01) -> bool | None:
+    """Whether the first number of the gold answer appears in the report body (within
+    ``rel_tol``); None when the gold answer has no number."""
+    gold = numbers(gold_answer)
+    if not gold:
+        return None
+    target = gold[0]
+    for n in numbers(_CITE.sub(" ", report_body(markdown))):
+        if abs(n - target) <= rel_tol * max(abs(target), 1e-9):
+            return True
+    return False
+
+
+def recall(found: Iterable[object], gold: Iterable[object]) -> float | None:
+    """Share of ``gold`` in ``found`` (None when there is no gold)."""
+    g = set(gold)
+    return len(g & set(found)) / len(g) if g else None
+
+
+def precision(found: Iterable[object], gold: Iterable[object]) -> float | None:
+    """Share of ``found`` in ``gold`` (None when nothing was found)."""
+    f = set(found)
+    return len(f & set(gold)) / len(f) if f else None
+
+
+def recall_at(ranked: Sequence[object], gold: Iterable[object], k: int) -> float | None:
+    """Recall of the first ``k`` distinct items of ``ranked``."""
+    top = list(dict.fromkeys(ranked))[:k]
+    return recall(top, gold)
+
+
+def words(text: str) -> list[str]:
+    """Lower-case alphanumeric tokens (layout, hyphens and punctuation ignored)."""
+    return _WORD.findall(text.lower().replace("\u00ad", ""))
+
+
+def text_held(quote: str, page_text: str, min_coverage: float = 0.9) -> tuple[bool, float]:
+    """Whether ``page_text`` holds ``quote``: its words in order, or (for text the extractor
+    re-ordered, such as table cells and columns) at least ``min_coverage`` of its words.
+
+    Returns (held, coverage): coverage is the share of the quote's words found on the page,
+    counted with multiplicity.
+    """
+    q, p = words(quote), words(page_text)
+    if not q:
+        return False, 0.0
+    if f" {' '.join(q)} " in f" {' '.join(p)} ":
+        return True, 1.0
+    have = Counter(p)
+    found = sum(min(n, have[w]) for w, n in Counter(q).items())
+    coverage = found / len(q)
+    return coverage >= min_coverage, coverage
+
+
+def mean(values: Iterable[float | None]) -> float | None:
+    xs = [v for v in values if v is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+# ----------------------------------------------------------------------------- results
+
+
+class CitationCheck(BaseModel):
+    number: int
+    evidence_id: str
+    units: list[str]
+    gold: bool
+    source_ok: bool | None = Field(None, description="Cited text found in its source.")
+    coverage: float | None = Field(None, description="Share of the quote's words there.")
+    where: Literal["page", "record", "none"] = "none"
+    problem: str = ""
+
+
+class QuestionResult(BaseModel):
+    qid: str
+    question: str
+    gold_answer: str
+    task: str
+    status: str
+    status_reasons: list[str] = Field(default_factory=list)
+    seconds: float
+    reused: bool = Field(False, description="The task had finished before; its report reused.")
+    baseline_recall: dict[str, float | None] = Field(default_factory=dict)
+    fetched: int = 0
+    fetched_recall: float | None = None
+    fetched_gold: list[str] = Field(default_factory=list)
+    seen_recall: float | None = Field(
+        None, description="Gold share of every id the run's searches showed (fetched or not)."
+    )
+    hops_baseline: list[bool] = Field(default_factory=list)
+    hops_fetched: list[bool] = Field(default_factory=list)
+    answer: AnswerScore = Field(default_factory=AnswerScore)
+    numeric_match: bool | None = None
+    citations: int = 0
+    citation_precision: float | None = None
+    citation_recall: float | None = None
+    page_accuracy: float | None = None
+    quote_accuracy: float | None = None
+    invalid_citations: int = 0
+    invalid_reasons: list[str] = Field(default_factory=list)
+    removed_citations: int = 0
+    flagged_claims: int = 0
+    checks: list[CitationCheck] = Field(default_factory=list)
+    plan_queries: list[str] = Field(default_factory=list)
+    report_markdown: str = ""
+    error: str | None = None
+
+
+class EvalSummary(BaseModel):
+    dataset: Dataset
+    questions_file: str
+    library: str
+    model: str
+    ks: list[int]
+    questions: int
+    baseline_recall: dict[str, float | None]
+    fetched_recall: float | None
+    seen_recall: float | None = None
+    hop_recall_baseline: dict[str, float | None] = Field(default_factory=dict)
+    hop_recall_fetched: dict[str, float | None] = Field(default_factory=dict)
+    em_first: float | None
+    f1_first: float | None
+    em_best: float | None
+    f1_best: float | None
+    numeric_match: float | None = None
+    citation_precision: float | None
+    citation_recall: float | None
+    page_accuracy: float | None
+    quote_accuracy: float | None
+    invalid_citations: int
+    statuses: dict[str, int]
+    seconds_total: float
+    seconds_mean: float | None
+    targets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    unmapped_gold: list[str] = Field(default_factory=list)
+
+
+class EvalResult(BaseModel):
+    summary: EvalSummary
+    ingest: dict[str, Any] = Field(default_factory=dict)
+    answer_extraction: str = (
+        "first: first sentence of the first non-heading line of the report; best: the report "
+        "sentence with the highest token F1 (SQuAD normalisation, best over answer + aliases)"
+    )
+    questions: list[QuestionResult]
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+# ----------------------------------------------------------------------------- summary
+
+
+def summarize(
+    dataset: Dataset,
+    results: list[QuestionResult],
+    *,
+    questions_file: Path,
+    library: Path,
+    model: str,
+    ks: list[int],
+    unmapped: list[str],
+) -> EvalSummary:
+    """Means over questions (macro); page and quote accuracy over all citations (micro)."""
+    ok = [r for r in results if r.error is None]
+    checks = [c for r in ok for c in r.checks]
+
+    def share(where: str) -> float | None:
+        xs = [c.source_ok for c in checks if c.where == where]
+        return sum(map(bool, xs)) / len(xs) if xs else None
+
+    hop_n = max((len(r.hops_fetched) for r in ok), default=0)
+    s = EvalSummary(
+        dataset=dataset,
+        questions_file=str(questions_file),
+        library=str(library),
+        model=model,
+        ks=ks,
+        questions=len(results),
+        baseline_recall={
+            f"@{k}": mean(r.baseline_recall.get(f"@{k}") for r in results) for k in ks
+        },
+        fetched_recall=mean(r.fetched_recall for r in ok),
+        seen_recall=mean(r.seen_recall for r in ok),
+        hop_recall_baseline={
+            f"hop{i + 1}": mean(float(r.hops_baseline[i]) for r in ok if len(r.hops_baseline) > i)
+            for i in range(hop_n)
+        },
+        hop_recall_fetched={
+            f"hop{i + 1}": mean(float(r.hops_fetched[i]) for r in ok if len(r.hops_fetched) > i)
+            for i in range(hop_n)
+        },
+        em_first=mean(r.answer.first_em for r in ok),
+        f1_first=mean(r.answer.first_f1 for r in ok),
+        em_best=mean(r.answer.best_em for r in ok),
+        f1_best=mean(r.answer.best_f1 for r in ok),
+        numeric_match=mean(None if r.numeric_match is None else float(r.numeric_match) for r in ok),
+        citation_precision=mean(r.citation_precision for r in ok),
+        citation_recall=mean(r.citation_recall for r in ok),
+        page_accuracy=share("page"),
+        quote_accuracy=share("record"),
+        invalid_citations=sum(r.invalid_citations for r in results),
+        statuses=dict(Counter(r.status for r in results)),
+        seconds_total=sum(r.seconds for r in results),
+        seconds_mean=mean(r.seconds for r in results),
+        unmapped_gold=unmapped,
+    )
+    if hop_n:
+        flat = [float(h) for r in ok for h in r.hops_fetched]
+        s.hop_recall_fetched["all"] = mean(flat)
+        s.hop_recall_baseline["all"] = mean(float(h) for r in ok for h in r.hops_baseline)
+    if dataset == "musique":
+        for name, target in TARGETS.items():
+            value = getattr(s, name)
+            s.targets[name] = {
+                "value": value,
+                "target": target,
+                "met": value is not None and value >= target,
+            }
+    s.targets["invalid_citations"] = {
+        "value": s.invalid_citations,
+        "target": 0,
+        "met": s.invalid_citations == 0,
+    }
+    acc = s.page_accuracy if s.page_accuracy is not None else s.quote_accuracy
+    s.targets["cited_text_in_source"] = {"value": acc, "target": 1.0, "met": acc in (None, 1.0)}
+    return s

@@ -1,0 +1,433 @@
+"""`sourcebook eval`: the metrics on hand-made examples, the whole command on a tiny MuSiQue-format
+corpus and a tiny FinanceBench-format folder with scripted models, and a cheap run on
+../shared/eval when it is present."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import shared_eval
+from pdfgen import make_multipage_pdf
+from research_fixtures import act, notes, plan
+
+from core.cli_research import add_parsers
+from core.eval import Evaluator, load_questions, page_unit
+from core.eval_metrics import (
+    exact_match,
+    normalize_answer,
+    numeric_match,
+    precision,
+    recall,
+    recall_at,
+    score_answer,
+    sentences,
+    text_held,
+    token_f1,
+)
+from core.research.schemas import CitationRecord, Report
+from core.service import Sourcebook
+from core.settings import ResearchSettings, Settings
+from models.llm import ScriptedLLM
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def test_normalisation_em_f1_with_aliases() -> None:
+    assert normalize_answer("The  Treaty, of Rome!") == "treaty of rome"
+    golds = ["G. Stanley Hall", "Stanley Hall"]
+    assert exact_match("the g stanley hall", golds) == 1.0
+    assert exact_match("Stanley Hall.", golds) == 1.0
+    assert exact_match("Hall", golds) == 0.0
+    # "Stanley Hall was first" vs alias "Stanley Hall": P = 2/4, R = 1 -> F1 = 2/3
+    assert token_f1("Stanley Hall was first", golds) == pytest.approx(2 / 3)
+    assert token_f1("nothing in common", golds) == 0.0
+    assert token_f1("", ["x"]) == 0.0
+
+
+def test_answer_extraction_first_and_best_sentence() -> None:
+    md = (
+        "# Answer\n\n**The first president was G. Stanley Hall** [1]. He was a psychologist [2].\n"
+        "- Stanley Hall [1]\n\n## Sources\n\n1. Stanley Hall — p. 1\n"
+    )
+    assert sentences(md) == [
+        "The first president was G. Stanley Hall.",
+        "He was a psychologist.",
+        "Stanley Hall",
+    ]
+    s = score_answer(md, ["G. Stanley Hall", "Stanley Hall"])
+    assert s.first == "The first president was G. Stanley Hall."
+    # first: [first, president, was, g, stanley, hall] vs [g, stanley, hall]: P 1/2, R 1
+    assert s.first_f1 == pytest.approx(2 / 3) and s.first_em == 0.0
+    assert s.best == "Stanley Hall" and s.best_em == 1.0 and s.best_f1 == 1.0
+    assert score_answer("", ["x"]).first_f1 == 0.0
+
+
+def test_recall_precision_and_numbers() -> None:
+    assert recall({"a", "b", "x"}, ["a", "b", "c", "d"]) == 0.5
+    assert precision({"a", "b", "x", "y"}, ["a"]) == 0.25
+    assert recall(set(), []) is None and precision(set(), ["a"]) is None
+    assert recall_at(["x", "a", "a", "b", "c"], ["a", "b"], 2) == 0.5  # distinct: x, a
+    assert recall_at(["x", "a", "a", "b", "c"], ["a", "b"], 3) == 1.0
+    assert numeric_match("Revenue grew to $5,466 million [1].", "$5466.00") is True
+    assert numeric_match("It was 31.5% [2].", "30.8%") is False  # outside 1 %
+    assert numeric_match("It was 30.9% [2].", "30.8%") is True  # inside 1 %
+    assert numeric_match("Cited [12] only.", "12") is False  # citation markers are not numbers
+    assert numeric_match("anything", "Yes, it did.") is None
+
+
+def test_text_held_on_page() -> None:
+    page = "Consolidated statements\nRevenue 16,388 14,573\nNet income 4,756"
+    assert text_held("Revenue 16,388  14,573", page) == (True, 1.0)
+    held, cov = text_held("Net income 4,756 Revenue", page)  # re-ordered: all words present
+    assert held and cov == 1.0
+    held, cov = text_held("Net income 9,999 and more text here", page)
+    assert not held and cov == pytest.approx(2 / 8)
+    assert text_held("rev", page)[0] is False  # words, not sub-strings
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+CORPUS = [
+    ("p1", "Journal of Foo Studies", "The Journal of Foo Studies is published by the Bar Society."),
+    ("p2", "Bar Society", "The Bar Society was founded in 1901. Its first president: Alice Grant."),
+    ("p3", "Baz River", "The Baz River flows through Quxland, a small northern country."),
+    ("p4", "Quxland", "Quxland is home to the Glimmer Falls, its largest waterfall."),
+    ("p5", "Zed Mountain", "Zed Mountain is the tallest peak of the Ommer range."),
+]
+
+
+def _hop(answer: str, gold: str) -> dict[str, str]:
+    return {"sub_question": "...", "sub_answer": answer, "gold_passage_id": gold}
+
+
+Q1 = "Who was the first president of the society that publishes the Journal of Foo Studies?"
+Q2 = "What waterfall is in the country the Baz River flows through?"
+MUSIQUE = [
+    {
+        "qid": "2hop__1",
+        "question": Q1,
+        "answer": "Alice Grant",
+        "answer_aliases": ["A. Grant"],
+        "gold_passage_ids": ["p1", "p2"],
+        "decomposition": [_hop("Bar Society", "p1"), _hop("Alice Grant", "p2")],
+    },
+    {
+        "qid": "2hop__2",
+        "question": Q2,
+        "answer": "Glimmer Falls",
+        "answer_aliases": [],
+        "gold_passage_ids": ["p3", "p4"],
+        "decomposition": [_hop("Quxland", "p3"), _hop("Glimmer Falls", "p4")],
+    },
+]
+SETTINGS = Settings(research=ResearchSettings(max_workers=1, max_rounds=1))
+
+
+def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _musique_files(root: Path) -> tuple[Path, Path]:
+    corpus = _jsonl(
+        root / "corpus.jsonl", [{"passage_id": i, "title": t, "text": x} for i, t, x in CORPUS]
+    )
+    return _jsonl(root / "questions.jsonl", MUSIQUE), corpus
+
+
+def _ids_by_external(root: Path, embedder: Any, corpus: Path) -> dict[str, str]:
+    """Evidence ids are derived from content: a scratch library gives the ids the evaluation
+    library will have, so the scripted models can name them."""
+    scratch = Sourcebook(root / "scratch", embedder=embedder)
+    try:
+        scratch.add_jsonl(corpus, id_field="passage_id")
+        out = {}
+        for d in scratch.documents():
+            passages = scratch.library.store.get_document_passages(d.doc_id)
+            assert len(passages) == 1
+            out[str(d.external_id)] = passages[0].passage_id
+        return out
+    finally:
+        scratch.close()
+
+
+def _cli(app: Sourcebook, argv: list[str], llms: dict[str, Any]) -> int:
+    p = argparse.ArgumentParser()
+    handlers = add_parsers(p.add_subparsers(dest="command"))
+    args = p.parse_args(argv)
+    args.models = llms
+    return handlers[args.command](app, args)
+
+
+def _models(plans: list[Any], researcher: list[Any], writer: list[Any]) -> dict[str, Any]:
+    planner = ScriptedLLM(plans)
+    return {
+        "planner": planner,
+        "researcher": ScriptedLLM(researcher),
+        "writer": ScriptedLLM(writer),
+        "default": planner,
+    }
+
+
+# ----------------------------------------------------------------------------- MuSiQue
+
+
+def test_eval_musique_command(
+    tmp_path: Path, embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    questions, corpus = _musique_files(tmp_path)
+    ev = _ids_by_external(tmp_path, embedder, corpus)
+    llms = _models(
+        [plan(("q1", Q1, [])), plan(("q1", Q2, []))],
+        [
+            # question 1: reads the second hop's passage and an unrelated one
+            act("fetch_evidence", evidence_id=ev["p2"]),
+            act("fetch_evidence", evidence_id=ev["p5"]),
+            act("finish"),
+            notes(("Alice Grant was the first president of the Bar Society.", [ev["p2"]])),
+            # question 2: reads both gold passages
+            act("fetch_evidence", evidence_id=ev["p3"]),
+            act("fetch_evidence", evidence_id=ev["p4"]),
+            act("finish"),
+            notes(("Quxland has the Glimmer Falls.", [ev["p4"]])),
+        ],
+        [
+            f"Alice Grant was the first president of the Bar Society [{ev['p2']}]. "
+            f"Zed Mountain is the tallest peak of the Ommer range [{ev['p5']}].",
+            f"Glimmer Falls [{ev['p4']}]. The Baz River flows through Quxland [{ev['p3']}].",
+        ],
+    )
+    app = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
+    out = tmp_path / "res.json"
+    lib = tmp_path / "evallib"
+    code = _cli(
+        app,
+        ["eval", str(questions), "--corpus", str(corpus), "--library", str(lib), "--out", str(out)],
+        llms,
+    )
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    data = json.loads(out.read_text())
+    s = data["summary"]
+    q1, q2 = data["questions"]
+    assert s["dataset"] == "musique" and s["questions"] == 2 and s["unmapped_gold"] == []
+    assert data["ingest"]["added"] == 5
+    # baseline: 5 documents, so the top 10 hold every gold passage
+    assert s["baseline_recall"]["@10"] == 1.0
+    # question 1 fetched p2 (gold, hop 2) and p5: half the gold, one hop of two
+    assert q1["fetched"] == 2 and q1["fetched_recall"] == 0.5 and q1["fetched_gold"] == ["p2"]
+    assert q1["hops_fetched"] == [False, True]
+    # first sentence "Alice Grant was the first president of the Bar Society":
+    # 8 tokens after normalisation, 2 of them gold: F1 = 2 * (2/8) / (2/8 + 1) = 0.4
+    assert q1["answer"]["first_em"] == 0.0 and q1["answer"]["first_f1"] == pytest.approx(0.4)
+    assert q1["citation_precision"] == 0.5 and q1["citation_recall"] == 0.5
+    assert q2["fetched_recall"] == 1.0 and q2["hops_fetched"] == [True, True]
+    assert q2["answer"]["first"] == "Glimmer Falls." and q2["answer"]["first_em"] == 1.0
+    assert q2["citation_precision"] == 1.0 and q2["citation_recall"] == 1.0
+    assert s["fetched_recall"] == 0.75 and s["em_first"] == 0.5
+    assert s["seen_recall"] == 1.0  # the searches showed all five passages; the run read three
+    assert s["f1_first"] == pytest.approx(0.7) and s["citation_recall"] == 0.75
+    assert s["hop_recall_fetched"] == {"hop1": 0.5, "hop2": 1.0, "all": 0.75}
+    assert s["quote_accuracy"] == 1.0 and s["page_accuracy"] is None
+    assert s["invalid_citations"] == 0 and s["targets"]["invalid_citations"]["met"]
+    assert s["targets"]["fetched_recall"]["met"] is False  # 0.75 < 0.85
+    assert q1["task"] == "eval-scripted-2hop__1" and q1["seconds"] > 0  # eval-MODEL[-TAG]-QID
+    assert "2hop__1" in printed.out and "target fetched_recall: 0.75" in printed.out
+    # the library and its task log were kept: a rerun reuses the finished runs (no model calls)
+    app2 = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
+    idle = _models([], [], [])
+    assert _cli(app2, ["eval", str(questions), "--library", str(lib), "--limit", "1"], idle) == 0
+    again = capsys.readouterr()
+    assert "using the 5 documents already there" in again.err
+    assert all(not m.history for m in idle.values())
+    app.close()
+    app2.close()
+
+
+def test_check_citations_finds_invalid(tmp_path: Path, embedder: Any) -> None:
+    _questions, corpus = _musique_files(tmp_path)
+    app = Sourcebook(tmp_path / "lib", settings=SETTINGS, embedder=embedder)
+    app.add_jsonl(corpus, id_field="passage_id")
+    evaluator = Evaluator(app, "musique", {}, ks=[5], task_prefix="t", corpus=corpus)
+    good, stale = (app.evidence(evaluator_id(app, x)) for x in ("p2", "p4"))
+
+    def rec(n: int, ev: Any, quote: str | None = None) -> CitationRecord:
+        import hashlib
+
+        q = quote if quote is not None else ev.text
+        return CitationRecord(
+            number=n,
+            evidence_id=ev.evidence_id,
+            doc_id=ev.doc_id,
+            title=ev.title,
+            source_uri=ev.source_uri,
+            quote=q,
+            content_sha256=hashlib.sha256(q.encode()).hexdigest(),
+        )
+
+    report = Report(
+        task="t",
+        question="q",
+        status="answered",
+        markdown="Alice Grant [1]. Glimmer [2]. Ghost [3]. Left [E4].\n\n## Sources\n\n1. x [9]\n",
+        citations=[rec(1, good), rec(2, stale, quote="Quxland is home to no waterfall at all.")],
+    )
+    checks, problems = evaluator.check_citations(report, {good.evidence_id}, {"p2"})
+    assert [c.gold for c in checks] == [True, False]
+    assert checks[0].problem == "" and checks[0].source_ok is True and checks[0].where == "record"
+    assert checks[1].problem == "quote differs from the evidence text"
+    assert checks[1].source_ok is False  # the tampered quote is not in the corpus record
+    assert sorted(problems) == sorted(
+        [
+            "[3] has no citation record",
+            "raw citation token left: [E4]",
+            f"[2] {stale.evidence_id}: quote differs from the evidence text",
+        ]
+    )
+    # a genuine quote that the run never fetched is invalid too
+    _, problems = evaluator.check_citations(
+        report.model_copy(update={"citations": [rec(1, good), rec(2, stale)]}),
+        {good.evidence_id},
+        {"p2"},
+    )
+    assert f"[2] {stale.evidence_id}: not fetched in this run" in problems
+    app.close()
+
+
+def evaluator_id(app: Sourcebook, external: str) -> str:
+    for d in app.documents():
+        if d.external_id == external:
+            return app.library.store.get_document_passages(d.doc_id)[0].passage_id
+    raise AssertionError(external)
+
+
+# ----------------------------------------------------------------------------- FinanceBench
+
+
+def test_eval_financebench_command(
+    tmp_path: Path, embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = tmp_path / "pdfs"
+    docs.mkdir()
+    texts = make_multipage_pdf(docs / "ACME_2023_10K.pdf", 4)
+    scratch = Sourcebook(tmp_path / "scratch", embedder=embedder)
+    scratch.add([docs])
+    by_page = {}
+    for d in scratch.documents():
+        for p in scratch.library.store.get_document_passages(d.doc_id):
+            by_page[p.page_start] = p.passage_id
+    scratch.close()
+    assert texts[2] and 2 in by_page and 0 in by_page
+    q = "What does page three of the ACME report say?"
+    rows = [
+        {
+            "financebench_id": "fb_1",
+            "doc_name": "ACME_2023_10K",
+            "question": q,
+            "answer": "It is the body text of page number 3.",
+            "evidence": [
+                {"evidence_text": texts[2], "doc_name": "ACME_2023_10K", "evidence_page_num": 2}
+            ],
+        }
+    ]
+    questions = _jsonl(tmp_path / "fb.jsonl", rows)
+    llms = _models(
+        [plan(("q1", q, []))],
+        [
+            act("fetch_evidence", evidence_id=by_page[2]),
+            act("fetch_evidence", evidence_id=by_page[0]),
+            act("finish"),
+            notes(("Page 3 holds the body text of page number 3.", [by_page[2]])),
+        ],
+        [
+            f"This is the body text of page number 3 [{by_page[2]}]. "
+            f"Page 1 is the body text of page number 1 [{by_page[0]}]."
+        ],
+    )
+    app = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
+    out = tmp_path / "fb.json"
+    code = _cli(app, ["eval", str(questions), "--docs", str(docs), "--out", str(out)], llms)
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    data = json.loads(out.read_text())
+    s, r = data["summary"], data["questions"][0]
+    assert s["dataset"] == "financebench" and s["unmapped_gold"] == []
+    assert r["fetched_recall"] == 1.0 and r["fetched_gold"] == [page_unit("ACME_2023_10K", 2)]
+    # cited pages 3 and 1 (0-based 2 and 0): one of two is the gold page, the gold page is cited
+    assert r["citation_precision"] == 0.5 and r["citation_recall"] == 1.0
+    assert [c["units"] for c in r["checks"]] == [["ACME_2023_10K@2"], ["ACME_2023_10K@0"]]
+    assert all(c["where"] == "page" and c["source_ok"] for c in r["checks"])
+    assert s["page_accuracy"] == 1.0 and s["invalid_citations"] == 0
+    assert r["numeric_match"] is True  # "3" of the gold answer is in the report
+    assert s["baseline_recall"]["@10"] == 1.0  # four one-page passages: all in the top 10
+    assert "financebench: 1 question(s)" in printed.out
+    # the temporary library is gone
+    assert not Path(s["library"]).exists()
+    app.close()
+
+
+def test_eval_usage_errors(tmp_path: Path, embedder: Any) -> None:
+    from core.errors import ConfigError
+
+    questions, _ = _musique_files(tmp_path)
+    app = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
+    with pytest.raises(ConfigError, match="corpus"):
+        _cli(app, ["eval", str(questions)], _models([], [], []))
+    bad = _jsonl(tmp_path / "bad.jsonl", [{"question": "x"}])
+    with pytest.raises(ConfigError, match="Unknown question format"):
+        _cli(app, ["eval", str(bad)], _models([], [], []))
+    with pytest.raises(ConfigError, match="--k"):
+        _cli(app, ["eval", str(questions), "--k", "0,a"], _models([], [], []))
+    app.close()
+
+
+# ----------------------------------------------------------------------------- shared data
+
+
+def test_shared_eval_formats_load() -> None:
+    """The real files load as they are, with gold that maps onto their corpus / PDFs."""
+    mq = shared_eval("musique", "dev_questions.jsonl")
+    dataset, qs = load_questions(mq)
+    assert dataset == "musique" and len(qs) >= 10
+    ids = {json.loads(x)["passage_id"] for x in (mq.parent / "corpus.jsonl").open()}
+    assert all(set(q.gold) <= ids and q.hops and set(q.hops) <= set(q.gold) for q in qs)
+    fb = shared_eval("financebench", "dev_questions.jsonl")
+    dataset, qs = load_questions(fb)
+    stems = {p.stem for p in (fb.parent / "pdfs").glob("*.pdf")}
+    assert dataset == "financebench"
+    assert all(u.rsplit("@", 1)[0] in stems for q in qs for u in q.gold)
+
+
+@pytest.mark.slow
+def test_shared_musique_one_question(
+    tmp_path: Path, embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One real MuSiQue question through the whole command, on the real records of its own
+    context (20 paragraphs, gold included) with scripted models that read the best hits."""
+    mq = shared_eval("musique")
+    first = json.loads((mq / "dev_questions.jsonl").read_text().splitlines()[0])
+    context = set(first["context_passage_ids"])
+    records = [json.loads(x) for x in (mq / "corpus.jsonl").open()]
+    corpus = _jsonl(tmp_path / "corpus.jsonl", [r for r in records if r["passage_id"] in context])
+    bad = "not json"
+    llms = _models(
+        [bad, bad],  # the planner fails twice: the recorded fallback plan (the question) runs
+        [bad] * 20,  # invalid actions: the default actions read the best hits, then finish
+        ["I could not tell."],  # uncited: the researchers' extractive findings stand in
+    )
+    app = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
+    out = tmp_path / "one.json"
+    argv = ["eval", str(mq / "dev_questions.jsonl"), "--corpus", str(corpus), "--limit", "1"]
+    code = _cli(app, [*argv, "--out", str(out)], llms)
+    assert code == 0, capsys.readouterr().err
+    data = json.loads(out.read_text())
+    r = data["questions"][0]
+    assert data["ingest"]["added"] == len(context) and data["summary"]["unmapped_gold"] == []
+    assert r["qid"] == first["qid"] and r["invalid_citations"] == 0
+    assert r["fetched"] >= 1 and r["citations"] >= 1 and r["quote_accuracy"] == 1.0
+    assert set(r["baseline_recall"]) == {"@2", "@5", "@10"}
+    app.close()
