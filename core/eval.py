@@ -371,13 +371,10 @@ class Evaluator:
         return fetched, seen
 
     def _recorded_seconds(self, task: str) -> float:
-        """Wall time of a reused task's latest run, from its recorded stage spans."""
-        info, spans = self.app.task(task)
-        del info
-        if not spans:
-            return 0.0
-        last = max(s.run for s in spans)
-        return sum(s.seconds for s in spans if s.run == last and s.kind == "stage")
+        """Time of a reused task: its recorded stage spans summed over all its runs (a stage
+        that was interrupted left no span)."""
+        _info, spans = self.app.task(task)
+        return sum(s.seconds for s in spans if s.kind == "stage")
 
     def check_citations(
         self, report: Report, fetched: set[str], gold: set[str]

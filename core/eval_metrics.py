@@ -121,24 +121,33 @@ def score_answer(markdown: str, golds: Sequence[str]) -> AnswerScore:
     )
 
 
-def numbers(text: str) -> list[float]:
+def numbers(text: str, *, quantities_only: bool = False) -> list[float]:
+    """The numbers in ``text``; ``quantities_only`` skips years (a bare 19xx or 20xx, as in
+    "FY 2023") and list enumerators like "(1)", which say nothing about an answer."""
     out = []
-    for n in _NUMBER.findall(text):
+    for m in _NUMBER.finditer(text):
+        raw = m.group(0)
+        if quantities_only and (
+            re.fullmatch(r"(?:19|20)\d\d", raw)
+            or (text[m.start() - 1 : m.start()] == "(" and text[m.end() : m.end() + 1] == ")")
+        ):
+            continue
         try:
-            out.append(float(n.replace(",", "")))
+            out.append(float(raw.replace(",", "")))
         except ValueError:
             continue
     return out
 
 
 def numeric_match(markdown: str, gold_answer: str, rel_tol: float = 0.01) -> bool | None:
-    """Whether the first number of the gold answer appears in the report body (within
-    ``rel_tol``); None when the gold answer has no number."""
-    gold = numbers(gold_answer)
+    """Whether the first quantity of the gold answer appears among the report body's
+    quantities within ``rel_tol`` (years and enumerators skipped on both sides, so "2,018"
+    matches "$2,018mn" but "in 2018" does not); None when the gold answer states no quantity."""
+    gold = numbers(gold_answer, quantities_only=True)
     if not gold:
         return None
     target = gold[0]
-    for n in numbers(_CITE.sub(" ", report_body(markdown))):
+    for n in numbers(_CITE.sub(" ", report_body(markdown)), quantities_only=True):
         if abs(n - target) <= rel_tol * max(abs(target), 1e-9):
             return True
     return False

@@ -77,6 +77,11 @@ def test_recall_precision_and_numbers() -> None:
     assert numeric_match("It was 30.9% [2].", "30.8%") is True  # inside 1 %
     assert numeric_match("Cited [12] only.", "12") is False  # citation markers are not numbers
     assert numeric_match("anything", "Yes, it did.") is None
+    # years and enumerators are not quantities: "flat in FY 2023" states no number to match
+    assert numeric_match("Sales in FY 2023 were flat.", "The growth was flat in FY 2023.") is None
+    assert numeric_match("In FY 2022 it bought (1) Yardbird.", "(1) Current Health, 2022") is None
+    assert numeric_match("Adj. EBITDA was $2,018 million in 2023.", "$2,018mn in FY 2023") is True
+    assert numeric_match("It opened in 2018.", "$2,018mn in FY 2023") is False
 
 
 def test_text_held_on_page() -> None:
