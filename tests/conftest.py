@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,6 +53,29 @@ def app(_fresh_home: Path, embedder: object) -> Iterator[object]:
     sb = Sourcebook(_fresh_home, embedder=embedder)  # type: ignore[arg-type]
     yield sb
     sb.close()
+
+
+@pytest.fixture
+def ops(qtbot: Any) -> Iterator[Any]:
+    """The desktop's operations helper; every operation is cancelled and awaited at teardown.
+
+    Qt is imported here, not at the top, so the non-desktop tests never load it."""
+    from desktop.app import shutdown_operations
+    from desktop.operations import Operations
+
+    operations = Operations()
+    yield operations
+    assert shutdown_operations(operations, 60_000)  # destroyed now, on the UI thread
+
+
+@pytest.fixture
+def errors(monkeypatch: pytest.MonkeyPatch) -> list[BaseException]:
+    """Errors the desktop would show in a dialog, captured instead of opening it."""
+    import desktop.errors
+
+    shown: list[BaseException] = []
+    monkeypatch.setattr(desktop.errors, "error_hook", lambda _parent, exc: shown.append(exc))
+    return shown
 
 
 def shared_eval(*parts: str) -> Path:

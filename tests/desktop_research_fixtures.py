@@ -18,8 +18,6 @@ from research_fixtures import HARBOR, RAIL, SECRET, _pdf
 
 from core.service import Sourcebook
 from core.settings import ResearchSettings, Settings
-from desktop.app import shutdown_operations
-from desktop.operations import Operations
 from models.llm import ScriptedLLM
 
 MakeService = Callable[..., Sourcebook]
@@ -74,11 +72,3 @@ def make_service(desktop_library: Path, embedder: Any) -> Iterator[MakeService]:
     yield make
     for sb in made:
         sb.close()
-
-
-@pytest.fixture
-def ops(qtbot: Any) -> Iterator[Operations]:
-    """The app's operations helper; every operation is cancelled and awaited at teardown."""
-    operations = Operations()
-    yield operations
-    assert shutdown_operations(operations, 60_000)  # destroyed now, on the UI thread

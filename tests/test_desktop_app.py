@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from core.errors import CancelledError, ConfigError, CorruptFileError
 from core.research.schemas import Report
 from core.service import Sourcebook
 from core.settings import load_settings
-from desktop.app import dark_palette, is_dark, shutdown_operations
+from desktop.app import dark_palette, is_dark
 from desktop.entry import wants_app
 from desktop.main_window import MainWindow
 from desktop.operations import OpContext, Operations
@@ -33,20 +32,6 @@ from desktop.settings_dialog import SAME_AS_DEFAULT, SettingsDialog
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 20_000
-
-
-@pytest.fixture
-def ops() -> Iterator[Operations]:
-    o = Operations()
-    yield o
-    shutdown_operations(o)
-
-
-@pytest.fixture
-def errors(monkeypatch: pytest.MonkeyPatch) -> list[BaseException]:
-    shown: list[BaseException] = []
-    monkeypatch.setattr(desktop.errors, "error_hook", lambda _parent, exc: shown.append(exc))
-    return shown
 
 
 @pytest.fixture

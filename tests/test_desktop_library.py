@@ -3,7 +3,6 @@ files, removing, and search results that open in the evidence viewer."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,27 +18,11 @@ from PySide6.QtWidgets import QApplication
 import desktop.errors
 import desktop.library_panel
 from core.errors import IngestError, SourcebookError
-from desktop.app import shutdown_operations
 from desktop.library_panel import AddRow, LibraryPanel
 from desktop.main_window import MainWindow
 from desktop.operations import Operations
 
 TIMEOUT = 20_000
-
-
-@pytest.fixture
-def ops() -> Iterator[Operations]:
-    o = Operations()
-    yield o
-    shutdown_operations(o)
-
-
-@pytest.fixture
-def errors(monkeypatch: pytest.MonkeyPatch) -> list[BaseException]:
-    """Errors shown to the user, captured instead of opening dialogs."""
-    shown: list[BaseException] = []
-    monkeypatch.setattr(desktop.errors, "error_hook", lambda _parent, exc: shown.append(exc))
-    return shown
 
 
 @pytest.fixture

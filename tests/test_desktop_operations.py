@@ -13,7 +13,6 @@ from PySide6.QtCore import QThread
 from PySide6.QtWidgets import QApplication
 
 from core.errors import CancelledError, CorruptFileError
-from desktop.app import shutdown_operations
 from desktop.operations import OpContext, Operations
 
 TIMEOUT = 5000
@@ -23,13 +22,6 @@ def _on_ui_thread() -> bool:
     app = QApplication.instance()
     assert app is not None
     return QThread.currentThread() is app.thread()
-
-
-@pytest.fixture
-def ops(qtbot: Any) -> Any:
-    o = Operations()
-    yield o
-    shutdown_operations(o)
 
 
 def test_progress_and_success_arrive_on_the_ui_thread(qtbot: Any, ops: Operations) -> None:

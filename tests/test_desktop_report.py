@@ -12,7 +12,6 @@ from desktop_research_fixtures import (
     MakeService,
     desktop_library,  # noqa: F401 - fixture
     make_service,  # noqa: F401 - fixture
-    ops,  # noqa: F401 - fixture
 )
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QTextCursor

@@ -15,7 +15,6 @@ from desktop_research_fixtures import (
     MakeService,
     desktop_library,  # noqa: F401 - fixture
     make_service,  # noqa: F401 - fixture
-    ops,  # noqa: F401 - fixture
 )
 from PySide6.QtCore import Qt
 from research_fixtures import pid_with, plan, worker_script

@@ -4,7 +4,6 @@ report view's citation click reaching the viewer. Also ``core.render`` through t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,26 +21,11 @@ import desktop.evidence_viewer
 from core.errors import NotFoundError
 from core.research.schemas import CitationRecord, Report
 from core.service import Evidence, Sourcebook
-from desktop.app import shutdown_operations
 from desktop.evidence_viewer import EvidenceViewer
 from desktop.main_window import MainWindow
 from desktop.operations import Operations
 
 TIMEOUT = 20_000
-
-
-@pytest.fixture
-def ops() -> Iterator[Operations]:
-    o = Operations()
-    yield o
-    shutdown_operations(o)
-
-
-@pytest.fixture
-def errors(monkeypatch: pytest.MonkeyPatch) -> list[BaseException]:
-    shown: list[BaseException] = []
-    monkeypatch.setattr(desktop.errors, "error_hook", lambda _parent, exc: shown.append(exc))
-    return shown
 
 
 @pytest.fixture

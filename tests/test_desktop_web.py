@@ -21,7 +21,6 @@ import desktop.errors
 import desktop.web_pages
 from core.service import Sourcebook
 from core.settings import Settings, WebSettings
-from desktop.app import shutdown_operations
 from desktop.library_panel import LibraryPanel
 from desktop.main_window import MainWindow
 from desktop.operations import Operations
@@ -71,20 +70,6 @@ def server() -> Iterator[_Server]:
     yield srv
     srv.shutdown()
     srv.server_close()
-
-
-@pytest.fixture
-def ops() -> Iterator[Operations]:
-    o = Operations()
-    yield o
-    shutdown_operations(o)
-
-
-@pytest.fixture
-def errors(monkeypatch: pytest.MonkeyPatch) -> list[BaseException]:
-    shown: list[BaseException] = []
-    monkeypatch.setattr(desktop.errors, "error_hook", lambda _parent, exc: shown.append(exc))
-    return shown
 
 
 class _Asker:
