@@ -126,7 +126,9 @@ def test_spin_out_stop_on_repeated_search(research_app: Sourcebook) -> None:
         q, models=models(planner, researcher, writer), task="spin", limits=limits
     )
     assert report.notes[0].stop_reason == "repeated_results"
-    assert report.notes[0].tool_calls == 3  # two searches + the fetch before the notes
+    # two searches, then the best three hits read before the notes (read_top)
+    assert report.notes[0].tool_calls == 5
+    assert len(report.notes[0].fetched_ids) == 3
     assert report.status == "answered"
 
 

@@ -1,7 +1,8 @@
 """A research worker: one query, a loop of tool calls with a thought each, then notes.
 
 Hard limits (tool calls, steps) and stop rules (enough evidence; the last two searches returned
-the same passages) end the loop; a worker must search before it may finish. When the model's
+the same passages) end the loop; a worker must search before it may finish, and before its notes
+it reads its best unread hits up to ``read_top`` passages. When the model's
 action is invalid even after its retry, a deterministic default action keeps the worker moving
 (search first, then fetch the best unread hit, then finish), so a small model still completes.
 
@@ -284,13 +285,17 @@ class Worker:
         return res
 
     def _fetch_before_notes(self) -> None:
-        """A worker that searched but read nothing fetches its best hits (within its budget)."""
+        """Read the best unread hits until ``read_top`` passages are read (within the budget).
+
+        A small model tends to stop after one read, usually because its second search returned
+        the same passages; the gold passage of a multi-hop question is often the second or third
+        hit. Hits are read in the order the searches ranked them, the first search's first.
+        """
+        want = self.ctx.limits.read_top - len(self.fetched)
         budget = self.ctx.limits.max_tool_calls - self.tool_calls
-        for ev_id in [i for i in self.discovered if i not in self.fetched][
-            : min(2, max(0, budget))
-        ]:
-            if self.fetched:
-                break
+        unread = [i for i in self.discovered if i not in self.fetched]
+        for ev_id in unread[: max(0, min(want, budget))]:
+            self.ctx.check_cancel()
             self._call("fetch_evidence", {"evidence_id": ev_id})
 
     # ------------------------------------------------------------------ notes

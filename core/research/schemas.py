@@ -133,6 +133,13 @@ class ResearchLimits(BaseModel):
     max_rounds: int = Field(2, ge=1, description="Research rounds (first + follow-ups).")
     discover_k: int = Field(6, ge=1, le=50, description="Hits per discover_evidence call.")
     enough_fetches: int = Field(6, ge=1, description="A worker stops after this many fetches.")
+    read_top: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Before its notes, a worker reads its best unread hits until it has read "
+        "this many (within its tool calls).",
+    )
     writer_max_tokens: int = Field(900, ge=64)
     max_queries: int = Field(5, ge=1, le=5, description="Queries of the plan that run.")
     auto_search: bool = Field(
