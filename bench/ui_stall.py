@@ -294,7 +294,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pages", type=int, default=300, help="Pages of the large PDF.")
     ap.add_argument(
-        "--runtime", choices=["torch", "onnx", "onnx-int8"], default="torch", help="Embedder."
+        "--runtime", choices=["torch", "onnx", "onnx-int8"], default="onnx-int8", help="Embedder."
     )
     ap.add_argument("--token-delay", type=float, default=0.02, help="Writer seconds per token.")
     args = ap.parse_args()

@@ -45,6 +45,11 @@ def test_onnx_matches_sentence_transformers(tmp_path: Path) -> None:
     # Meaning, not just numbers: related sentences are closer than unrelated ones.
     q = onnx.embed(["seawall funding"])[0]
     assert q @ a[0] > q @ a[1]
+    # The graph's BERT blocks are fused into single operators (the faster runtime).
+    import onnx as onnx_lib
+
+    ops = {n.op_type for n in onnx_lib.load(str(onnx.onnx_path)).graph.node}
+    assert {"Attention", "SkipLayerNormalization", "EmbedLayerNormalization"} <= ops
     # The export is cached: a second embedder loads it without exporting again.
     mtime = onnx.onnx_path.stat().st_mtime_ns
     OnnxEmbedder(tmp_path / "cache").embed(["again"])
