@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from core.research.citations import citation_tokens, key_terms, rewrite_citations
-from core.research.planner import batches, fallback_plan, normalize_plan
+from core.research.planner import batches, fallback_plan, ground_plan, normalize_plan
 from core.research.sanitize import renumber, safe_url, sanitize_links
 from core.research.schemas import ResearchPlan, action_model, notes_model
 
@@ -152,6 +152,33 @@ def test_plan_normalization_and_batches() -> None:
         earlier = {q.id for lay in layers[:i] for q in lay}
         assert all(set(q.depends_on) <= earlier for q in layer)
     assert fallback_plan("What?").queries[0].query == "What?"
+
+
+def test_plan_queries_copied_from_elsewhere_are_dropped() -> None:
+    """What the 1.5B planner did: a query lifted from the prompt's wording, not the question."""
+    question = "Who was the first president of the association that publishes the Journal X?"
+    plan = ResearchPlan.model_validate(
+        {
+            "task_analysis": "a",
+            "queries": [
+                {"id": "q1", "query": "Which association publishes the Journal X?"},
+                {"id": "q2", "query": "Where was the founder of product P born?"},
+                {
+                    "id": "q3",
+                    "query": "Who chaired the Psychological Society?",
+                    "depends_on": ["q2"],
+                },
+            ],
+        }
+    )
+    grounded = ground_plan(plan, question, "The Psychological Society publishes Journal X.")
+    assert [q.query for q in grounded.queries] == [
+        "Which association publishes the Journal X?",
+        "Who chaired the Psychological Society?",  # grounded by the discovery results
+    ]
+    assert grounded.queries[1].depends_on == []  # its dropped dependency is gone
+    nothing = ground_plan(plan, "Qqq zzz?", "")
+    assert [q.query for q in nothing.queries] == ["Qqq zzz?"]
 
 
 def test_plain_colons_are_not_links() -> None:

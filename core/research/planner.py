@@ -3,7 +3,8 @@
 The planner is grounded by a discovery search for the question. A plan that fails validation is
 retried once (the model layer shows the model its validation error); if that fails too, a
 fallback plan (one query: the question itself) is used and recorded in the task log.
-Dependencies are repaired deterministically: unknown ids are dropped and cycles broken.
+Dependencies are repaired deterministically: unknown ids are dropped and cycles broken; queries
+that share no content word with the question, the answers or the discovery results are dropped.
 """
 
 from __future__ import annotations
@@ -72,6 +73,79 @@ def normalize_plan(plan: ResearchPlan) -> ResearchPlan:
     return plan.model_copy(update={"queries": fixed})
 
 
+_CONTENT_WORD = re.compile(r"[^\W\d_]{4,}|\d{2,}")
+_STOP = frozenset(
+    [
+        "what",
+        "which",
+        "where",
+        "when",
+        "whose",
+        "who",
+        "that",
+        "this",
+        "these",
+        "those",
+        "with",
+        "from",
+        "into",
+        "about",
+        "their",
+        "there",
+        "have",
+        "does",
+        "were",
+        "been",
+        "being",
+        "than",
+        "then",
+        "they",
+        "them",
+        "also",
+        "other",
+        "such",
+        "many",
+        "much",
+        "more",
+        "most",
+        "some",
+        "same",
+        "only",
+        "each",
+        "both",
+        "after",
+        "before",
+        "during",
+        "first",
+        "last",
+        "name",
+        "named",
+        "find",
+        "search",
+        "query",
+    ]
+)
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _CONTENT_WORD.findall(text.lower()) if w not in _STOP}
+
+
+def ground_plan(plan: ResearchPlan, question: str, context: str) -> ResearchPlan:
+    """Drop queries that share no content word with the question, the user's answers or the
+    discovery results (``context``): a small model copies a prompt's wording into its plan
+    (seen: a query about "product P" for a question about a journal). If none is left, the
+    question itself is the one query."""
+    known = _content_words(f"{question}\n{context}")
+    kept = [q for q in plan.queries if _content_words(q.query) & known]
+    if len(kept) < len(plan.queries):
+        dropped = [q.query for q in plan.queries if q not in kept]
+        logger.info("dropped ungrounded plan queries: %s", dropped)
+    if not kept:
+        kept = fallback_plan(question).queries
+    return normalize_plan(plan.model_copy(update={"queries": kept}))
+
+
 def batches(plan: ResearchPlan, done: set[str]) -> list[list[ResearchQuery]]:
     """Queries in dependency layers; each layer runs after the ones before it."""
     placed = set(done)
@@ -119,7 +193,8 @@ def make_plan(ctx: RunContext, question: str, answers: list[str]) -> tuple[Resea
     )
     try:
         plan, _ = ctx.model_json("planner", "plan", msgs, ResearchPlan, max_tokens=budget)
-        return normalize_plan(plan), False
+        context = "\n".join([*answers, variables["discovery"]])
+        return ground_plan(normalize_plan(plan), question, context), False
     except ModelError as exc:
         logger.info("planner failed (%s); using the fallback plan", exc)
         plan = fallback_plan(question)
