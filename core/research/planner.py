@@ -74,57 +74,13 @@ def normalize_plan(plan: ResearchPlan) -> ResearchPlan:
 
 
 _CONTENT_WORD = re.compile(r"[^\W\d_]{4,}|\d{2,}")
-_STOP = frozenset(
-    [
-        "what",
-        "which",
-        "where",
-        "when",
-        "whose",
-        "who",
-        "that",
-        "this",
-        "these",
-        "those",
-        "with",
-        "from",
-        "into",
-        "about",
-        "their",
-        "there",
-        "have",
-        "does",
-        "were",
-        "been",
-        "being",
-        "than",
-        "then",
-        "they",
-        "them",
-        "also",
-        "other",
-        "such",
-        "many",
-        "much",
-        "more",
-        "most",
-        "some",
-        "same",
-        "only",
-        "each",
-        "both",
-        "after",
-        "before",
-        "during",
-        "first",
-        "last",
-        "name",
-        "named",
-        "find",
-        "search",
-        "query",
-    ]
+_STOP_WORDS = (
+    "what which where when whose who that this these those with from into about their "
+    "there have does were been being than then they them also other such many much more "
+    "most some same only each both after before during first last name named find search "
+    "query "
 )
+_STOP = frozenset(_STOP_WORDS.split())
 
 
 def _content_words(text: str) -> set[str]:
