@@ -79,10 +79,14 @@ class StallMonitor:
         self._gc_start = 0.0
         self._running = running
         self._last = 0.0
+        self._last_cpu = 0.0
         self._start = 0.0
+        self.timeline: list[dict[str, Any]] = []  # operations starting and ending, add stages
+        self._ops: set[str] = set()
 
     def start(self) -> None:
         self._start = self._last = time.perf_counter()
+        self._last_cpu = time.thread_time()
         gc.callbacks.append(self._gc)
         self.timer.start()
 
@@ -100,18 +104,37 @@ class StallMonitor:
                 {"at_s": round(now - self._start, 2), "ms": round(ms, 1), "gen": info["generation"]}
             )
 
+    def mark(self, what: str) -> None:
+        """Note an event (an add stage) in the timeline, to place the stalls."""
+        if not self.timeline or self.timeline[-1].get("event") != what:
+            at = round(time.perf_counter() - self._start, 2)
+            self.timeline.append({"at_s": at, "event": what})
+
     def _tick(self) -> None:
         now = time.perf_counter()
         late = max(0.0, (now - self._last) * 1000 - INTERVAL_MS)
         self._last = now
+        cpu = time.thread_time()
+        ui_cpu_ms, self._last_cpu = (cpu - self._last_cpu) * 1000, cpu
+        running = self._running()
         self.lateness_ms.append(late)
         if late > TARGET_MS:
             at = now - self._start
             self.stalls.append(
-                {"at_s": round(at, 2), "ms": round(late, 1), "while": self._running()}
+                {
+                    "at_s": round(at, 2),
+                    "ms": round(late, 1),
+                    "ui_cpu_ms": round(ui_cpu_ms, 1),  # ~ms: the UI thread was busy itself
+                    "while": running,
+                }
             )
         if late > self.worst[0]:
-            self.worst = (late, now - self._start, self._running())
+            self.worst = (late, now - self._start, running)
+        if (ops := {x for x in running if x.startswith(("Adding", "Research"))}) != self._ops:
+            at = round(now - self._start, 2)
+            self.timeline += [{"at_s": at, "start": x} for x in sorted(ops - self._ops)]
+            self.timeline += [{"at_s": at, "end": x} for x in sorted(self._ops - ops)]
+            self._ops = ops
 
 
 def run_until(pred: Callable[[], bool], timeout_s: float) -> bool:
@@ -247,6 +270,9 @@ def run(pages: int, runtime: str, token_delay: float, work: Path) -> dict[str, A
     started = time.perf_counter()
     add = window.library_panel.add_paths([big])
     assert add is not None
+    add.progressed.connect(lambda p: monitor.mark(f"add: {getattr(p, 'stage', p)}"))
+    add.finished.connect(lambda: monitor.mark("add: finished"))
+    window.research_panel.report_ready.connect(lambda _r: monitor.mark("report ready"))
     window.research_panel.question.setPlainText(QUESTION)
     window.research_panel.start()
     finished = run_until(lambda: add.done and bool(reports), 1800)
@@ -279,7 +305,8 @@ def run(pages: int, runtime: str, token_delay: float, work: Path) -> dict[str, A
             "mean": round(statistics.fmean(late), 2) if late else 0.0,
         },
         "stalls_over_50ms": sum(1 for x in late if x > TARGET_MS),
-        "stalls": monitor.stalls[:20],
+        "stalls": monitor.stalls[:100],
+        "timeline": monitor.timeline,
         "gc_pauses_over_10ms": monitor.gc_pauses[:20],
         "gc_frozen_objects": gc.get_freeze_count(),
         "worst_at_s": round(at_s, 2),
