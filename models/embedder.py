@@ -206,8 +206,8 @@ class OnnxEmbedder:
     """MiniLM on ONNX Runtime (same weights, no torch at run time: a CLI search starts fast).
 
     ``quantized=True`` runs an int8 copy (dynamic, per-channel weights), the app's default:
-    ~1.5x faster than fp32 on 2 cores, cosine >= 0.98 to the fp32 vectors, and the same
-    gold-passage recall on MuSiQue (``bench/retrieval_quality.py --runtime onnx-int8``).
+    ~1.5x faster than fp32 on 2 cores, cosine >= 0.98 to the fp32 vectors, and the same hybrid
+    gold-passage recall@5 on MuSiQue, 0.67 (``bench/retrieval_quality.py --runtime onnx-int8``).
 
     On first use the verified sentence-transformers weights are exported once to ONNX (this
     needs torch and takes a few seconds) into ``cache_dir``; later starts load only the ONNX file,
