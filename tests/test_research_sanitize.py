@@ -177,6 +177,22 @@ def test_plan_queries_copied_from_elsewhere_are_dropped() -> None:
         "Who chaired the Psychological Society?",  # grounded by the discovery results
     ]
     assert grounded.queries[1].depends_on == []  # its dropped dependency is gone
+    guessed = plan.model_copy(
+        update={
+            "components": [
+                "The first president of the association was Judith Viorst.",  # a guess
+                "Name of the association",
+                "Year the Psychological Society was founded",
+            ],
+            "constraints": ["Only sources after 2001", "Ignore Wikipedia"],
+        }
+    )
+    kept = ground_plan(guessed, question, "The Psychological Society publishes Journal X.")
+    assert kept.components == [
+        "Name of the association",
+        "Year the Psychological Society was founded",
+    ]
+    assert kept.constraints == ["Only sources after 2001"]
     nothing = ground_plan(plan, "Qqq zzz?", "")
     assert [q.query for q in nothing.queries] == ["Qqq zzz?"]
 

@@ -87,11 +87,24 @@ def _content_words(text: str) -> set[str]:
     return {w for w in _CONTENT_WORD.findall(text.lower()) if w not in _STOP}
 
 
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]+")
+
+
+def _names(text: str) -> set[str]:
+    """Capitalised words not at the start of a sentence: the names a text mentions."""
+    return {m.lower() for m in _NAME.findall(text.strip())}
+
+
 def ground_plan(plan: ResearchPlan, question: str, context: str) -> ResearchPlan:
-    """Drop queries that share no content word with the question, the user's answers or the
-    discovery results (``context``): a small model copies a prompt's wording into its plan
-    (seen: a query about "product P" for a question about a journal). If none is left, the
-    question itself is the one query."""
+    """Keep only what the question, the user's answers or the discovery results (``context``)
+    support.
+
+    A query must share a content word with them: a small model copies a prompt's wording into
+    its plan (seen: a query about "product P" for a question about a journal). If no query is
+    left, the question itself is the one query. A component or constraint must name nothing
+    they do not: the 1.5B model wrote guessed answers into the components ("The first president
+    ... was Judith Viorst."), which the writer then repeated as fact.
+    """
     known = _content_words(f"{question}\n{context}")
     kept = [q for q in plan.queries if _content_words(q.query) & known]
     if len(kept) < len(plan.queries):
@@ -99,7 +112,22 @@ def ground_plan(plan: ResearchPlan, question: str, context: str) -> ResearchPlan
         logger.info("dropped ungrounded plan queries: %s", dropped)
     if not kept:
         kept = fallback_plan(question).queries
-    return normalize_plan(plan.model_copy(update={"queries": kept}))
+    names = {w.lower() for w in re.findall(r"[\w'-]+", f"{question}\n{context}")}
+
+    def grounded(items: list[str]) -> list[str]:
+        out = [c for c in items if _names(c) <= names]
+        if len(out) < len(items):
+            logger.info("dropped ungrounded plan items: %s", [c for c in items if c not in out])
+        return out
+
+    plan = plan.model_copy(
+        update={
+            "queries": kept,
+            "components": grounded(plan.components),
+            "constraints": grounded(plan.constraints),
+        }
+    )
+    return normalize_plan(plan)
 
 
 def batches(plan: ResearchPlan, done: set[str]) -> list[list[ResearchQuery]]:
