@@ -281,6 +281,7 @@ class Sourcebook:
                 max_steps=r.max_steps,
                 fetch_chars=r.fetch_chars,
                 max_rounds=r.max_rounds,
+                read_top=r.read_top,
             ),
             answers=list(answers),
             plan=plan,

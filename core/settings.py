@@ -106,6 +106,9 @@ class ResearchSettings(BaseModel):
     max_steps: int = Field(50, ge=1, description="Steps per worker.")
     fetch_chars: int = Field(12000, ge=500, description="Characters per evidence fetch.")
     max_rounds: int = Field(2, ge=1, description="Follow-up rounds for gaps.")
+    read_top: int = Field(
+        3, ge=0, le=10, description="Passages a worker reads (its best hits) before its notes."
+    )
 
 
 class WebSettings(BaseModel):

@@ -129,7 +129,8 @@ MUSIQUE = [
         "decomposition": [_hop("Quxland", "p3"), _hop("Glimmer Falls", "p4")],
     },
 ]
-SETTINGS = Settings(research=ResearchSettings(max_workers=1, max_rounds=1))
+# read_top=0: the scripted workers read exactly what their scripts fetch
+SETTINGS = Settings(research=ResearchSettings(max_workers=1, max_rounds=1, read_top=0))
 
 
 def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
