@@ -103,7 +103,8 @@ def ground_plan(plan: ResearchPlan, question: str, context: str) -> ResearchPlan
     its plan (seen: a query about "product P" for a question about a journal). If no query is
     left, the question itself is the one query. A component or constraint must name nothing
     they do not: the 1.5B model wrote guessed answers into the components ("The first president
-    ... was Judith Viorst."), which the writer then repeated as fact.
+    ... was Judith Viorst."), which the writer then repeated as fact. Returns the plan
+    normalised (:func:`normalize_plan`), so dependencies on dropped queries are gone too.
     """
     known = _content_words(f"{question}\n{context}")
     kept = [q for q in plan.queries if _content_words(q.query) & known]
@@ -178,7 +179,7 @@ def make_plan(ctx: RunContext, question: str, answers: list[str]) -> tuple[Resea
     try:
         plan, _ = ctx.model_json("planner", "plan", msgs, ResearchPlan, max_tokens=budget)
         context = "\n".join([*answers, variables["discovery"]])
-        return ground_plan(normalize_plan(plan), question, context), False
+        return ground_plan(plan, question, context), False
     except ModelError as exc:
         logger.info("planner failed (%s); using the fallback plan", exc)
         plan = fallback_plan(question)
