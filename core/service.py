@@ -282,6 +282,7 @@ class Sourcebook:
                 fetch_chars=r.fetch_chars,
                 max_rounds=r.max_rounds,
                 read_top=r.read_top,
+                short_answer=r.short_answer,
             ),
             answers=list(answers),
             plan=plan,

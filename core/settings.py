@@ -109,6 +109,9 @@ class ResearchSettings(BaseModel):
     read_top: int = Field(
         3, ge=0, le=10, description="Passages a worker reads (its best hits) before its notes."
     )
+    short_answer: bool = Field(
+        True, description="Open each report with a short cited answer line (one more model call)."
+    )
 
 
 class WebSettings(BaseModel):

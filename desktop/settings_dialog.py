@@ -162,12 +162,18 @@ class SettingsDialog(QDialog):
         self.max_tool_calls = self._spin(r.max_tool_calls, 1, 500, "Tool calls per worker.")
         self.max_steps = self._spin(r.max_steps, 1, 1000, "Model turns per worker.")
         self.max_rounds = self._spin(r.max_rounds, 1, 10, "Research rounds (first + follow-ups).")
+        self.short_answer = QCheckBox("Open each report with a short cited &answer")
+        self.short_answer.setChecked(r.short_answer)
+        self.short_answer.setToolTip(
+            "One more model call: the question answered step by step, in one cited line."
+        )
         w = QWidget()
         form = QFormLayout(w)
         form.addRow("Concurrent &workers:", self.max_workers)
         form.addRow("&Tool calls per worker:", self.max_tool_calls)
         form.addRow("&Steps per worker:", self.max_steps)
         form.addRow("&Rounds:", self.max_rounds)
+        form.addRow(self.short_answer)
         note = QLabel(
             "Higher limits find more but take longer; on a laptop CPU, 2–3 workers is a good "
             "balance."
@@ -331,6 +337,7 @@ class SettingsDialog(QDialog):
             max_tool_calls=self.max_tool_calls.value(),
             max_steps=self.max_steps.value(),
             max_rounds=self.max_rounds.value(),
+            short_answer=self.short_answer.isChecked(),
         )
         lib = self.library_path.text().strip()
         data["library"]["path"] = str(Path(lib).expanduser()) if lib else None

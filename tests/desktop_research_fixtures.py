@@ -63,7 +63,9 @@ def make_service(desktop_library: Path, embedder: Any) -> Iterator[MakeService]:
             "clarifier": clarifier or ScriptedLLM(name="clarifier"),
             "default": planner,
         }
-        settings = Settings(research=ResearchSettings(max_workers=1, max_rounds=1))
+        settings = Settings(
+            research=ResearchSettings(max_workers=1, max_rounds=1, short_answer=False)
+        )
         settings.web.enabled = web
         sb = Sourcebook(desktop_library, embedder=embedder, llms=llms, settings=settings)
         made.append(sb)

@@ -130,7 +130,9 @@ MUSIQUE = [
     },
 ]
 # read_top=0: the scripted workers read exactly what their scripts fetch
-SETTINGS = Settings(research=ResearchSettings(max_workers=1, max_rounds=1, read_top=0))
+SETTINGS = Settings(
+    research=ResearchSettings(max_workers=1, max_rounds=1, read_top=0, short_answer=False)
+)
 
 
 def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:

@@ -22,7 +22,7 @@ from core.research.schemas import Boundary, ResearchLimits
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
-LIM = ResearchLimits(max_workers=1, max_rounds=1)
+LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False)
 NO_AUTO = LIM.model_copy(update={"auto_search": False})  # the model must choose to search
 ALL_HITS = LIM.model_copy(update={"discover_k": 20})
 
@@ -121,7 +121,9 @@ def test_spin_out_stop_on_repeated_search(research_app: Sourcebook) -> None:
         ]
     )
     writer = ScriptedLLM(["Dredging of the main channel in 2020 cost 12 million dollars [E1]."])
-    limits = ResearchLimits(max_workers=1, max_rounds=1, discover_k=20)  # every passage, twice
+    limits = ResearchLimits(
+        max_workers=1, max_rounds=1, discover_k=20, short_answer=False
+    )  # every passage, twice
     report = research_app.research(
         q, models=models(planner, researcher, writer), task="spin", limits=limits
     )
@@ -165,7 +167,9 @@ def test_budget_exhausted(research_app: Sourcebook) -> None:
     planner = ScriptedLLM([plan(("q1", q, []))])
     researcher = ScriptedLLM([act("think"), act("think"), act("think"), notes(sufficient=False)])
     writer = ScriptedLLM(["The Northport harbor is covered by the report [E1]."])
-    limits = ResearchLimits(max_workers=1, max_rounds=1, max_steps=3, max_tool_calls=2)
+    limits = ResearchLimits(
+        max_workers=1, max_rounds=1, max_steps=3, max_tool_calls=2, short_answer=False
+    )
     report = research_app.research(
         q, models=models(planner, researcher, writer), task="budget", limits=limits
     )
@@ -368,7 +372,7 @@ def test_dependencies_and_concurrency(research_app: Sourcebook) -> None:
             "Eastline carries 30,000 passengers a day [E2]."
         ]
     )
-    limits = ResearchLimits(max_workers=2, max_rounds=1)
+    limits = ResearchLimits(max_workers=2, max_rounds=1, short_answer=False)
     report = research_app.research(
         "Compare harbor and railway",
         models=models(planner, researcher, writer),
@@ -437,7 +441,7 @@ def test_failed_worker_keeps_others_and_reruns_only_it(research_app: Sourcebook)
         ]
     )
     writer = ScriptedLLM(["4,200 ships in 2019 [E1]; 30,000 passengers a day [E2]."])
-    limits = ResearchLimits(max_workers=1, max_rounds=2)
+    limits = ResearchLimits(max_workers=1, max_rounds=2, short_answer=False)
     report = research_app.research(
         "ships and passengers",
         models=models(planner, researcher, writer),
@@ -481,7 +485,7 @@ def test_prompt_fits_small_context(research_app: Sourcebook) -> None:
     planner = ScriptedLLM([plan(("q1", q, []))], context_size=2048)
     researcher = ScriptedLLM(worker_script(q, ships, "4,200 ships in 2019."), context_size=2048)
     writer = ScriptedLLM(["Northport handled 4,200 ships in 2019 [E1]."], context_size=2048)
-    limits = ResearchLimits(max_workers=1, max_rounds=1, writer_max_tokens=300)
+    limits = ResearchLimits(max_workers=1, max_rounds=1, writer_max_tokens=300, short_answer=False)
     report = research_app.research(
         q, models=models(planner, researcher, writer), task="small", limits=limits
     )

@@ -30,7 +30,7 @@ from core.service import Sourcebook
 from core.tasks import TaskLog
 from models.llm import ScriptedLLM
 
-LIM = ResearchLimits(max_workers=1, max_rounds=1)
+LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False)
 Q = "How many ships did Northport harbor handle in 2019?"
 
 
@@ -109,7 +109,8 @@ KILL_SCRIPT = textwrap.dedent(
     ships = {ships!r}
     m = models(ScriptedLLM([plan(("q1", {q!r}, []))]),
                ScriptedLLM(worker_script("ships", ships, "4,200 ships in 2019.")), Dying([]))
-    app.research({q!r}, models=m, task="killed", limits=ResearchLimits(max_workers=1, max_rounds=1))
+    lim = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False)
+    app.research({q!r}, models=m, task="killed", limits=lim)
     """
 )
 
@@ -154,7 +155,12 @@ def test_cli_research_tasks_export(
     llms = models(
         ScriptedLLM([]),
         ScriptedLLM(worker_script(Q, ships, "4,200 ships in 2019.")),
-        ScriptedLLM(["Northport handled 4,200 ships in 2019 [E1]."]),
+        ScriptedLLM(  # the settings' default: a short cited answer, then the report body
+            [
+                {"steps": [], "answer": "4,200 ships", "labels": ["E1"], "answered": True},
+                "Northport handled 4,200 ships in 2019 [E1].",
+            ]
+        ),
     )
     out = tmp_path / "r.html"
     code = _cli(
@@ -176,6 +182,7 @@ def test_cli_research_tasks_export(
     text = capsys.readouterr()
     assert code == 0, text
     assert "[1]" in text.out and "status: answered" in text.out
+    assert text.out.startswith("**Answer:** 4,200 ships [1].\n\nNorthport handled")
     assert "planning" in text.err and "Northport handled" in text.err  # progress + streamed tokens
     assert out.read_text().startswith("<!DOCTYPE html>")
     assert _cli(research_app, ["tasks"]) == 0

@@ -35,7 +35,7 @@ from core.service import Sourcebook
 from core.settings import Settings, WebSettings
 from models.llm import ScriptedLLM
 
-LIM = ResearchLimits(max_workers=1, max_rounds=1)
+LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False)
 METADATA = "http://169.254.169.254/latest/meta-data/"
 
 STATS = """<!doctype html><html><head><title>Northport Harbour Statistics 2023</title></head>
@@ -520,7 +520,7 @@ def test_fetch_url_char_limit(web_app: Sourcebook, server: _Server) -> None:
         out = {}
         for chars in (1500, 200):
             run = log.begin(f"web-limit-{chars}", "q", {})
-            limits = ResearchLimits(max_workers=1, fetch_chars=chars)
+            limits = ResearchLimits(max_workers=1, fetch_chars=chars, short_answer=False)
             tools = Tools(
                 web_app.library, Scope(web_app.library, Boundary(web=True)), limits, log,
                 f"web-limit-{chars}", run, Fetched(), seed_text=[long_url],

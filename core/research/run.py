@@ -2,8 +2,8 @@
 
 Stages: (optional) routing -> plan (user's, planner's, or the recorded fallback) -> researcher
 workers in dependency batches, concurrent up to ``max_workers`` -> sufficiency check and
-follow-up rounds for gaps -> writer (streamed) -> citation check with one repair pass ->
-claim-support check -> sanitize and renumber -> ``Report`` with a status.
+follow-up rounds for gaps -> short cited answer -> writer (streamed) -> citation check with one
+repair pass -> claim-support check -> sanitize and renumber -> ``Report`` with a status.
 
 Every step goes through the task log first, so rerunning the same task name resumes.
 """
@@ -253,7 +253,12 @@ def _run(
     labels = writer.labels_for(evidence)
     ctx.emit("stage", stage="writing")
     with ctx.log.span(ctx.task, ctx.run, "stage", "writing"):
-        draft = writer.write(ctx, req.question, st.plan, notes, evidence, labels, on_token)
+        answer = ""
+        if ctx.limits.short_answer:
+            answer = writer.short_answer(ctx, req.question, st.plan, evidence, labels)
+            if answer and on_token is not None:
+                on_token(answer + "\n\n")
+        draft = writer.write(ctx, req.question, st.plan, notes, evidence, labels, on_token, answer)
         if not citation_tokens(draft):
             fallback = writer.findings_report(notes)
             if fallback:
@@ -264,6 +269,8 @@ def _run(
                     "The writer cited nothing; the report lists the researchers' cited findings."
                 )
                 draft = fallback
+        if answer:
+            draft = f"{answer}\n\n{draft.lstrip()}"
     ctx.emit("stage", stage="checking citations")
     with ctx.log.span(ctx.task, ctx.run, "stage", "citations"):
         _finish(ctx, st, draft, labels, notes)

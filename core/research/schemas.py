@@ -141,6 +141,11 @@ class ResearchLimits(BaseModel):
         "this many (within its tool calls).",
     )
     writer_max_tokens: int = Field(900, ge=64)
+    short_answer: bool = Field(
+        True,
+        description="Before the report, the writer answers in one short cited line, hop by hop "
+        "(one more model call).",
+    )
     max_queries: int = Field(5, ge=1, le=5, description="Queries of the plan that run.")
     auto_search: bool = Field(
         True, description="A worker's first step is a search for its query (saves a model call)."
@@ -218,6 +223,29 @@ def notes_model(citable_ids: list[str]) -> type[BaseModel]:
         findings=(_list_of(finding), Field(default_factory=list, max_length=6)),
         gaps=(_list_of(Short(200)), Field(default_factory=list, max_length=3)),
         sufficient=(bool, ...),
+    )
+
+
+def short_answer_model(labels: list[str]) -> type[BaseModel]:
+    """The report's first line: the question answered hop by hop from labelled passages.
+
+    The steps come first so a small model reasons before it answers; every step and the answer
+    may cite only the passages' labels."""
+    label = _id_enum(labels)
+    step = create_model(
+        "AnswerStep",
+        __config__=_FORBID,
+        question=(Short(150), ...),
+        answer=(Short(150), ...),
+        label=(label | None, None),
+    )
+    return create_model(
+        "ShortAnswer",
+        __config__=_FORBID,
+        steps=(_list_of(step), Field(default_factory=list, max_length=4)),
+        answer=(Short(200), ...),
+        labels=(_list_of(label), Field(default_factory=list, max_length=3)),
+        answered=(bool, ...),
     )
 
 

@@ -10,15 +10,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from core.errors import ModelError
 from core.library import Evidence
 from core.research.citations import credibility
-from core.research.context import RunContext
-from core.research.prompts import answer_budget, fit_messages
-from core.research.schemas import ResearchNotes, ResearchPlan
+from core.research.context import RunContext, invalid_output
+from core.research.prompts import answer_budget, fit_messages, schema_reserve
+from core.research.schemas import ResearchNotes, ResearchPlan, short_answer_model
 
 logger = logging.getLogger(__name__)
 
 EVIDENCE_CHARS = 1500
+ANSWER_MAX_TOKENS = 400
 
 
 def order_evidence(ctx: RunContext, notes: list[ResearchNotes]) -> list[Evidence]:
@@ -54,6 +56,51 @@ def evidence_block(evidence: list[Evidence], labels: dict[str, str]) -> str:
     return "\n\n".join(parts)
 
 
+def short_answer(
+    ctx: RunContext,
+    question: str,
+    plan: ResearchPlan,
+    evidence: list[Evidence],
+    labels: dict[str, str],
+) -> str:
+    """The report's opening line, ``**Answer:** ... [E2][E5]``, or "" when the model finds no
+    answer in the passages (or its output is invalid twice): the report then opens as before.
+
+    A separate, schema-bound step because a 1.5B writer asked to answer first in free text
+    restated the question or copied the instruction; chaining the plan's hops in a structure
+    and citing labels from an enum is what it does reliably."""
+    llm = ctx.model("writer")
+    schema = short_answer_model(list(labels))
+    budget = answer_budget(llm, ANSWER_MAX_TOKENS)
+    msgs = fit_messages(
+        llm,
+        "answer",
+        {
+            "question": question,
+            "steps": [q.query for q in plan.queries],
+            "evidence": evidence_block(evidence, labels),
+        },
+        {"evidence": "head"},
+        budget,
+        reserve=schema_reserve(llm, schema),
+    )
+    try:
+        out, _ = ctx.model_json("writer", "answer", msgs, schema, max_tokens=budget)
+    except ModelError as exc:
+        if not invalid_output(exc):
+            raise
+        logger.info("short answer failed (%s); the report opens without one", exc)
+        return ""
+    data = out.model_dump()
+    answer = " ".join(str(data["answer"]).split()).rstrip(" .")
+    cites = list(dict.fromkeys(data["labels"]))
+    if not cites:  # the steps' labels stand in when the answer itself cites none
+        cites = list(dict.fromkeys(s["label"] for s in data["steps"] if s["label"]))[-2:]
+    if not data["answered"] or not answer or not cites:
+        return ""
+    return f"**Answer:** {answer} " + "".join(f"[{c}]" for c in cites) + "."
+
+
 def write(
     ctx: RunContext,
     question: str,
@@ -62,8 +109,11 @@ def write(
     evidence: list[Evidence],
     labels: dict[str, str],
     on_token: Callable[[str], None] | None = None,
+    answer: str = "",
 ) -> str:
-    """Stream the draft; returns its Markdown (labels still in place)."""
+    """Stream the draft; returns its Markdown (labels still in place). ``answer`` is the short
+    answer line that opens the report (written before, by :func:`short_answer`); the writer
+    then gives the support."""
     llm = ctx.model("writer")
     by_id = {v: k for k, v in labels.items()}
 
@@ -78,6 +128,7 @@ def write(
         "components": plan.components,
         "notes": relabel("\n".join(n.compressed() for n in notes)),
         "evidence": evidence_block(evidence, labels),
+        "answer": answer,
     }
     msgs = fit_messages(
         llm,

@@ -1,0 +1,129 @@
+"""The short cited answer that opens a report (scripted models, real library)."""
+# ruff: noqa: F811  (pytest fixtures imported from research_fixtures are redefined as arguments)
+
+from __future__ import annotations
+
+from typing import Any
+
+from research_fixtures import (
+    models,
+    pid_with,
+    plan,
+    research_app,  # noqa: F401 - fixture
+    worker_script,
+)
+
+from core.research.schemas import ResearchLimits
+from core.service import Sourcebook
+from models.llm import ScriptedLLM
+
+LIM = ResearchLimits(max_workers=1, max_rounds=1, read_top=0)  # short_answer on (the default)
+QUESTION = "Who founded the Northport Harbor Authority?"
+
+
+def short(
+    answer: str, labels: list[str], *, answered: bool = True, steps: Any = ()
+) -> dict[str, Any]:
+    return {"steps": list(steps), "answer": answer, "labels": labels, "answered": answered}
+
+
+def _run(app: Sourcebook, task: str, writer: ScriptedLLM, tokens: list[str] | None = None) -> Any:
+    founded = pid_with(app, "founded in 1921")
+    planner = ScriptedLLM([plan(("q1", QUESTION, []))])
+    researcher = ScriptedLLM(worker_script(QUESTION, founded, "Founded in 1921 by Ellen Park."))
+    report = app.research(
+        QUESTION,
+        models=models(planner, researcher, writer),
+        task=task,
+        limits=LIM,
+        on_token=tokens.append if tokens is not None else None,
+    )
+    assert writer.pending == 0
+    return report
+
+
+def test_report_opens_with_the_cited_short_answer(research_app: Sourcebook) -> None:
+    founded = pid_with(research_app, "founded in 1921")
+    writer = ScriptedLLM(
+        [
+            short(
+                "Mayor Ellen Park",
+                ["E1"],
+                steps=[{"question": "Who founded it?", "answer": "Ellen Park", "label": "E1"}],
+            ),
+            "The Northport Harbor Authority was founded in 1921 by Mayor Ellen Park [E1].",
+        ]
+    )
+    tokens: list[str] = []
+    report = _run(research_app, "short-answer", writer, tokens)
+    assert report.status == "answered", report.status_reasons
+    first = report.markdown.splitlines()[0]
+    assert first == "**Answer:** Mayor Ellen Park [1]."
+    assert [c.evidence_id for c in report.citations] == [founded]
+    assert "".join(tokens).startswith("**Answer:** Mayor Ellen Park [E1].\n\n")
+    # the answer step is schema-bound: labels are an enum, the steps come before the answer
+    schema = writer.history[0].json_schema
+    assert schema is not None and "E1" in str(schema)
+    assert list(schema["properties"])[:2] == ["steps", "answer"]
+    # the writer is told the answer is already written and asked for its support
+    body_prompt = writer.history[1].messages
+    assert "Short answer (above your text): **Answer:** Mayor Ellen Park [E1]." in (
+        body_prompt[-1].content
+    )
+    assert "Do not repeat it" in body_prompt[0].content
+    assert "Answer the question in your first sentence" not in body_prompt[0].content
+
+
+def test_no_answer_in_the_passages_keeps_the_plain_report(research_app: Sourcebook) -> None:
+    writer = ScriptedLLM(
+        [
+            short("", [], answered=False),
+            "The Northport Harbor Authority was founded in 1921 by Mayor Ellen Park [E1].",
+        ]
+    )
+    report = _run(research_app, "short-unanswered", writer)
+    assert report.markdown.startswith("The Northport Harbor Authority was founded")
+    assert "Answer the question in your first sentence" in writer.history[1].messages[0].content
+
+
+def test_answer_without_labels_cites_its_last_steps(research_app: Sourcebook) -> None:
+    writer = ScriptedLLM(
+        [
+            short(
+                "Ellen Park",
+                [],
+                steps=[
+                    {
+                        "question": "Who founded the authority?",
+                        "answer": "Ellen Park",
+                        "label": "E1",
+                    }
+                ],
+            ),
+            "It was founded in 1921 [E1].",
+        ]
+    )
+    report = _run(research_app, "short-steps", writer)
+    assert report.markdown.startswith("**Answer:** Ellen Park [1].")
+
+
+def test_invalid_short_answer_twice_is_skipped_not_fatal(research_app: Sourcebook) -> None:
+    writer = ScriptedLLM(
+        ["not json at all", "still not json", "It was founded in 1921 by Mayor Ellen Park [E1]."]
+    )
+    report = _run(research_app, "short-invalid", writer)
+    assert report.status == "answered", report.status_reasons
+    assert report.markdown.startswith("It was founded in 1921")
+
+
+def test_short_answer_naming_what_the_passage_lacks_is_flagged(research_app: Sourcebook) -> None:
+    writer = ScriptedLLM(
+        [
+            short("Victor Hale", ["E1"]),
+            "The Northport Harbor Authority was founded in 1921 by Mayor Ellen Park [E1].",
+        ]
+    )
+    report = _run(research_app, "short-flagged", writer)
+    assert report.status == "partial"
+    assert any("Victor Hale" in f.sentence and "Hale" in f.reason for f in report.flagged_claims)
+    assert report.markdown.splitlines()[0].endswith("⚠")
