@@ -152,6 +152,7 @@ class TimedEmbedder:
         self.name = inner.name  # type: ignore[attr-defined]
         self.dim = inner.dim  # type: ignore[attr-defined]
         self.max_tokens = inner.max_tokens  # type: ignore[attr-defined]
+        self.identity = inner.identity  # type: ignore[attr-defined]
 
     def count_tokens(self, texts):  # type: ignore[no-untyped-def]
         return self.inner.count_tokens(texts)  # type: ignore[attr-defined]

@@ -78,6 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("collections", help="List collections.")
 
+    rb = sub.add_parser(
+        "reembed",
+        help="Recompute every passage's vector with the current embedder (after changing "
+        "models.embedder_runtime); documents and passages are kept.",
+    )
+    rb.add_argument("--force", action="store_true", help="Also when the vectors already match.")
+    rb.add_argument("--quiet", action="store_true", help="No progress bar.")
+
     m = sub.add_parser("models", help="List the language models Sourcebook can use.")
     m.add_argument(
         "--path", action="append", default=[], type=Path, help="Also scan this folder for GGUF."
@@ -105,6 +113,22 @@ def _progress_printer(quiet: bool) -> tuple[ProgressFn, Callable[[], None]]:
             bar.set_description(f"{ev.stage} {name}{detail}")
             if ev.stage == "done":
                 bar.update(1)
+
+    return on, bar.close
+
+
+def _passage_bar(quiet: bool) -> tuple[ProgressFn, Callable[[], None]]:
+    """A progress callback drawing one tqdm bar over passages (``done``/``of``), and a closer."""
+    if quiet or (not sys.stderr.isatty() and os.environ.get("SOURCEBOOK_PROGRESS") != "1"):
+        return (lambda _ev: None), (lambda: None)
+    from tqdm import tqdm
+
+    bar = tqdm(total=0, unit="passage", file=sys.stderr, leave=False)
+
+    def on(ev: AddProgress) -> None:
+        bar.total = ev.of
+        bar.set_description(f"{ev.stage} {ev.source[:40]}")
+        bar.update(ev.done - bar.n)
 
     return on, bar.close
 
@@ -175,6 +199,11 @@ def _cmd_docs(app: Sourcebook, args: argparse.Namespace) -> int:
         print(f"{d.doc_id:<21} {d.page_count:>5} {d.passage_count:>8}  {status:<10} {d.title}{ver}")
         for prob in d.problems:
             print(f"{'':<48}! {prob}")
+    mismatch = app.embedder_mismatch()
+    if mismatch is None:
+        print(f"\nvectors made by {app.embedder_identity()}")
+    else:
+        print(f"warning: {mismatch}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -243,6 +272,33 @@ def _cmd_remove(app: Sourcebook, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_reembed(app: Sourcebook, args: argparse.Namespace) -> int:
+    if app.embedder_mismatch() is None and not args.force:
+        print(
+            f"Nothing to do: the vectors were made by the current embedder, "
+            f"{app.embedder_identity()}. Use --force to recompute them anyway."
+        )
+        return EXIT_OK
+    print(f"re-embedding with {app.embedder_identity()}", file=sys.stderr)
+    on, close = _passage_bar(args.quiet)
+    try:
+        result = app.reembed(progress=on)
+    except KeyboardInterrupt:
+        print(
+            "interrupted; documents and passages are intact, and the library stays flagged "
+            "until `sourcebook reembed` finishes.",
+            file=sys.stderr,
+        )
+        return 130
+    finally:
+        close()
+    print(
+        f"re-embedded {result.passages} passage(s) of {result.documents} document version(s) "
+        f"in {result.seconds:.1f} s; vectors made by {result.embedder}"
+    )
+    return EXIT_OK
+
+
 def _size(n: int | None) -> str:
     return "-" if n is None else f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.0f} MB"
 
@@ -279,6 +335,7 @@ COMMANDS = {
     "search": _cmd_search,
     "show": _cmd_show,
     "collections": _cmd_collections,
+    "reembed": _cmd_reembed,
 }
 
 

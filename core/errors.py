@@ -14,7 +14,8 @@ ever shows a bare traceback.
     │   ├── FileTooLargeError      over the configured size limit
     │   └── WebAccessError         web disabled, refused host, fetch failure
     ├── StoreError             the library (catalog or index) failed; wraps ``graph`` errors
-    │   └── NotFoundError          no document / passage / evidence id of that name
+    │   ├── NotFoundError          no document / passage / evidence id of that name
+    │   └── EmbedderMismatchError  the library's vectors are another embedder's; adding refused
     ├── ModelError             an LLM or embedder failed; wraps ``models`` errors
     ├── CitationError          a report's citations could not be verified
     └── CancelledError         the user cancelled; not a failure
@@ -92,6 +93,13 @@ class StoreError(SourcebookError):
 
 class NotFoundError(StoreError):
     default_hint = "Run `sourcebook docs` to list documents, or search to find evidence ids."
+
+
+class EmbedderMismatchError(StoreError):
+    """The library's vectors were made by another embedder than the current one; mixing the
+    two would make vector search compare unlike vectors, so adding is refused."""
+
+    default_hint = "Run `sourcebook reembed` to re-embed the library with the current embedder."
 
 
 class ModelError(SourcebookError):

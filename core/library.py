@@ -26,6 +26,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from core import vectors
 from core.errors import (
     CancelledError,
     IngestError,
@@ -36,6 +37,7 @@ from core.errors import (
 from core.ingest import SUPPORTED_SUFFIXES, extract_file, iter_jsonl
 from core.ingest.web import fetch_url, looks_like_url
 from core.settings import Settings
+from core.vectors import ReembedResult
 from graph.ids import parse_evidence_id
 from graph.schemas import Document, IngestedDocument, Passage, SearchFilters, SearchHit, Word
 from graph.store import GraphStore
@@ -135,7 +137,11 @@ def collect_files(paths: Iterable[Path]) -> list[Path]:
 
 
 class Library:
-    """Adds documents to the graph store and answers searches. See the module docstring."""
+    """Adds documents to the graph store and answers searches. See the module docstring.
+
+    The library knows which embedder made its vectors (:mod:`core.vectors`): when that is not
+    the current one, adds are refused (:class:`EmbedderMismatchError`) until :meth:`reembed`.
+    """
 
     def __init__(self, root: Path, settings: Settings, embedder: Embedder) -> None:
         self.root = root
@@ -144,9 +150,57 @@ class Library:
         root.mkdir(parents=True, exist_ok=True)
         with translate_errors():
             self.store = GraphStore.open(root, vector_dim=embedder.dim)
+        try:
+            self._mismatch = vectors.check(self.store, embedder.identity)
+        except BaseException:
+            self.store.close()
+            raise
+        self._mismatch_logged = False
 
     def close(self) -> None:
         self.store.close()
+
+    # ---------------------------------------------------------------- the embedder
+
+    @property
+    def embedder_mismatch(self) -> str | None:
+        """When the vectors were made by another embedder than the current one: a sentence
+        saying which, and what to do; else ``None``."""
+        return None if self._mismatch is None else str(self._mismatch)
+
+    def _refuse_if_mismatched(self) -> None:
+        if self._mismatch is not None:  # look again: the library may have been emptied
+            self._mismatch = vectors.check(self.store, self.embedder.identity)
+        if self._mismatch is not None:
+            raise self._mismatch.error()
+
+    def reembed(
+        self, *, progress: ProgressFn | None = None, cancel: threading.Event | None = None
+    ) -> ReembedResult:
+        """Recompute every passage's vector with the current embedder and record it as the
+        one that made them (only once all are written: a cancelled or crashed run leaves the
+        mismatch flagged, and running it again finishes the job). Progress comes as stage
+        ``embedding`` with ``done``/``of`` passages; a set ``cancel`` raises CancelledError."""
+
+        def on_batch(doc: Document, done: int, of: int) -> None:
+            if progress is not None:
+                progress(
+                    AddProgress(
+                        source=doc.title, stage="embedding", index=0, total=0, done=done, of=of
+                    )
+                )
+
+        batch = max(self.settings.ingest.embed_batch_size, 1) * 4
+        result = vectors.reembed_vectors(
+            self.store,
+            self.embedder,
+            self._embedding_text,
+            batch=batch,
+            on_batch=on_batch,
+            cancel=cancel,
+        )
+        self._mismatch, self._mismatch_logged = None, False
+        return result
 
     # ---------------------------------------------------------------- adding
 
@@ -160,6 +214,7 @@ class Library:
     ) -> LibraryChanges:
         """Add files, folders and URLs (``http(s)://`` strings, fetched only when
         ``web.enabled``). A bad source is reported in the result; the batch goes on."""
+        self._refuse_if_mismatched()
         files: list[Path | str] = []
         for p in paths:
             if isinstance(p, str) and looks_like_url(p):
@@ -181,6 +236,7 @@ class Library:
         cancel: threading.Event | None = None,
     ) -> LibraryChanges:
         """Import one document per JSONL record (the record's id becomes the external id)."""
+        self._refuse_if_mismatched()
 
         def records() -> Iterator[_Job]:
             docs = iter_jsonl(
@@ -454,6 +510,8 @@ class Library:
         doc = self.resolve_document(doc_ref)
         with translate_errors():
             self.store.remove(doc.doc_id)
+        if self._mismatch is not None:  # an emptied library takes the current embedder
+            self._mismatch = vectors.check(self.store, self.embedder.identity)
         return LibraryChanges(removed=[doc.doc_id])
 
     def resolve_document(self, ref: str) -> Document:
@@ -496,6 +554,10 @@ class Library:
         )
         vector: np.ndarray | None = None
         if mode != "keyword":
+            if self._mismatch is not None and not self._mismatch_logged:
+                # Once per library: the CLI shows warnings on stderr, the log keeps them.
+                self._mismatch_logged = True
+                logger.warning("vector search compares unlike vectors. %s", self._mismatch)
             vector = self.embedder.embed([query])[0]
         use_graph = self.settings.retrieval.graph_expansion if graph is None else graph
         with translate_errors():

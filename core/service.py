@@ -34,6 +34,7 @@ from core.research.schemas import (
 )
 from core.settings import Settings, default_home, load_settings, models_cache_dir, save_settings
 from core.tasks import TaskInfo, TaskLog, TaskSpan
+from core.vectors import ReembedResult
 from graph.schemas import Collection, Document, SearchHit, Word
 from models.discovery import ModelEntry
 from models.embedder import Embedder, OnnxEmbedder, SentenceTransformerEmbedder
@@ -54,6 +55,7 @@ __all__ = [
     "FlaggedClaim",
     "LibraryChanges",
     "ModelEntry",
+    "ReembedResult",
     "RemovedCitation",
     "RenderedPage",
     "Report",
@@ -243,6 +245,22 @@ class Sourcebook:
 
     def evidence(self, evidence_id: str) -> Evidence:
         return self.library.evidence(evidence_id)
+
+    def embedder_identity(self) -> str:
+        """The current embedder's identity (what new vectors are made by)."""
+        return self.embedder.identity
+
+    def embedder_mismatch(self) -> str | None:
+        """When the library's vectors were made by another embedder than the current one
+        (adding is refused then): a sentence saying which, and what to do; else ``None``."""
+        return self.library.embedder_mismatch
+
+    def reembed(
+        self, *, progress: ProgressFn | None = None, cancel: threading.Event | None = None
+    ) -> ReembedResult:
+        """Recompute every passage's vector with the current embedder (a library write: run
+        it like an add). See :meth:`core.library.Library.reembed`."""
+        return self.library.reembed(progress=progress, cancel=cancel)
 
     # research (core/research, core/tasks, core/export) -----------------------------------
 

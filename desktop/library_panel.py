@@ -6,7 +6,8 @@ fail keeps the others; the failures are listed in the add's row and reported onc
 :func:`desktop.errors.show_error`. Every successful change is announced on
 ``Operations.library_did_change``, and this panel refreshes from that one signal (whoever made
 the change). Web pages are added by address the same way (:mod:`desktop.web_pages` asks for it,
-or explains that web access is off).
+or explains that web access is off). When another embedder made the library's vectors, a
+warning above everything says so and what to do (adds are refused until then).
 
 Threading: all service calls go through :class:`~desktop.operations.Operations`; slots run on
 the UI thread. Results of a refresh or a search that was overtaken by a newer one are dropped.
@@ -269,6 +270,15 @@ class LibraryPanel(QWidget):
         remove_key = QShortcut(QKeySequence(QKeySequence.StandardKey.Delete), self.table)
         remove_key.setContext(Qt.ShortcutContext.WidgetShortcut)
         remove_key.activated.connect(self.remove_selected)
+        # Another embedder made the vectors: adds are refused until the library is re-embedded.
+        self.embedder_warning = QLabel("")
+        self.embedder_warning.setObjectName("embedder-warning")
+        self.embedder_warning.setWordWrap(True)
+        self.embedder_warning.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.embedder_warning.setStyleSheet(
+            "QLabel#embedder-warning { background: rgba(210, 153, 34, 0.20); padding: 4px; }"
+        )
+        self.embedder_warning.setVisible(False)
         self.empty_label = QLabel("Opening the library…")
         self.empty_label.setWordWrap(True)
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -311,6 +321,7 @@ class LibraryPanel(QWidget):
         self._split.setStretchFactor(1, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.embedder_warning)
         layout.addWidget(self._split)
         ops.library_did_change.connect(lambda _changes: self.refresh())
 
@@ -326,8 +337,9 @@ class LibraryPanel(QWidget):
         gen = self._refresh_gen
         service = self._service
 
-        def load(ctx: OpContext) -> tuple[list[Document], list[Collection]]:
-            return service.documents(include_superseded=False), service.collections()
+        def load(ctx: OpContext) -> tuple[list[Document], list[Collection], str | None]:
+            docs = service.documents(include_superseded=False)
+            return docs, service.collections(), service.embedder_mismatch()
 
         self._ops.run(
             load,
@@ -336,9 +348,17 @@ class LibraryPanel(QWidget):
             on_error=guarded(self, lambda exc: self._load_failed(gen, exc)),
         )
 
-    def _loaded(self, gen: int, docs: list[Document], collections: list[Collection]) -> None:
+    def _loaded(
+        self,
+        gen: int,
+        docs: list[Document],
+        collections: list[Collection],
+        mismatch: str | None,
+    ) -> None:
         if gen != self._refresh_gen:
             return
+        self.embedder_warning.setText(mismatch or "")
+        self.embedder_warning.setVisible(bool(mismatch))
         self.model.set_documents(docs, collections)
         # An empty Collections column only takes room from the titles.
         self.table.setColumnHidden(

@@ -121,6 +121,7 @@ CREATE TABLE IF NOT EXISTS collection_members (
     PRIMARY KEY (name, doc_id)
 );
 CREATE INDEX IF NOT EXISTS collection_members_doc ON collection_members(doc_id);
+CREATE TABLE IF NOT EXISTS library_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 _DOC_COLS = (
@@ -244,6 +245,25 @@ class Catalog:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+    # -- library facts ----------------------------------------------------------------------
+    # ``library_meta`` holds small facts about the whole library (e.g. which embedder made its
+    # vectors). Added without a schema version bump: older programs ignore the table.
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self._query("SELECT value FROM library_meta WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        try:
+            with self.transaction() as c:
+                c.execute(
+                    "INSERT INTO library_meta (key, value) VALUES (?, ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (key, value),
+                )
+        except sqlite3.Error as exc:
+            raise GraphError(f"could not record {key!r} in the catalog: {exc}") from exc
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -454,13 +474,15 @@ class Catalog:
         spans = self._spans_for([passage_id]).get(passage_id, [])
         return self._passage_from_row(rows[0], spans, full=True)
 
-    def get_document_passages(self, doc_id: str) -> list[Passage]:
+    def get_document_passages(self, doc_id: str, *, full: bool = True) -> list[Passage]:
+        """A document's passages in order; without words and spans unless ``full``."""
         self.get_document(doc_id)
+        cols = _PASSAGE_COLS if full else _PASSAGE_COLS.replace("words", "x'' AS words")
         rows = self._query(
-            f"SELECT {_PASSAGE_COLS} FROM passages WHERE doc_id = ? ORDER BY ordinal", (doc_id,)
+            f"SELECT {cols} FROM passages WHERE doc_id = ? ORDER BY ordinal", (doc_id,)
         )
-        spans = self._spans_for([r["passage_id"] for r in rows])
-        return [self._passage_from_row(r, spans.get(r["passage_id"], []), True) for r in rows]
+        spans = self._spans_for([r["passage_id"] for r in rows]) if full else {}
+        return [self._passage_from_row(r, spans.get(r["passage_id"], []), full) for r in rows]
 
     def passage_meta(self, passage_ids: list[str]) -> dict[str, Passage]:
         """Passages by id without words and spans (for search hits)."""
@@ -529,6 +551,9 @@ class Catalog:
                 "ON d.doc_id = e.doc_id WHERE d.status = 'ready' GROUP BY e.a, e.b"
             )
         return [(r[0], r[1], int(r[2])) for r in rows]
+
+    def has_passages(self) -> bool:
+        return bool(self._query("SELECT 1 FROM passages LIMIT 1"))
 
     def passage_ids(self, doc_id: str) -> list[str]:
         return [

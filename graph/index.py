@@ -181,20 +181,21 @@ class PassageIndex:
         for batch in _batches(list(doc_ids), 500):
             self._table.delete(sql_in("doc_id", batch))
 
-    def maintain(self, force: bool = False) -> dict[str, float]:
+    def maintain(self, force: bool = False, *, retrain: bool = False) -> dict[str, float]:
         """Compact and fold new rows into the indexes; build or retrain the ANN index.
 
         Cheap to call often: does nothing until ``optimize_every`` rows arrived (or ``force``).
-        Returns what it did, with seconds spent.
+        ``retrain`` rebuilds an ANN index whatever its size (its partitions were learnt from
+        vectors that have since been replaced). Returns what it did, with seconds spent.
         """
         done: dict[str, float] = {}
         with self._lock:
             pending = self._rows_since_optimize
-        if not force and pending < self.optimize_every:
+        if not force and not retrain and pending < self.optimize_every:
             return done
         embedded = self.count("embedded")
         if embedded >= self.ann_threshold and (
-            self._ann_rows == 0 or embedded >= 2 * self._ann_rows
+            self._ann_rows == 0 or embedded >= 2 * self._ann_rows or retrain
         ):
             t0 = time.perf_counter()
             self._table.create_index(

@@ -230,9 +230,27 @@ class GraphStore:
         with self._lock:
             self._docs = self._catalog.doc_summaries()
 
-    def maintain(self, force: bool = False) -> dict[str, float]:
-        """Compact the index, fold in new rows, build the ANN index when large enough."""
-        return self._index.maintain(force=force)
+    def maintain(self, force: bool = False, *, retrain: bool = False) -> dict[str, float]:
+        """Compact the index, fold in new rows, build the ANN index when large enough
+        (``retrain``: build it anew, e.g. after every vector was replaced)."""
+        return self._index.maintain(force=force, retrain=retrain)
+
+    # -- library facts ----------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        """A fact recorded about the whole library (``None`` if never recorded)."""
+        return self._catalog.get_meta(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._catalog.set_meta(key, value)
+
+    def has_passages(self) -> bool:
+        """Whether any document version (superseded ones included) has passages."""
+        return self._catalog.has_passages()
+
+    def vectors(self, passage_ids: list[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of some passages (those without one are absent)."""
+        return self._index.vectors_for(passage_ids)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -251,8 +269,9 @@ class GraphStore:
     def get_passage(self, passage_id: str) -> Passage:
         return self._catalog.get_passage(passage_id)
 
-    def get_document_passages(self, doc_id: str) -> list[Passage]:
-        return self._catalog.get_document_passages(doc_id)
+    def get_document_passages(self, doc_id: str, *, full: bool = True) -> list[Passage]:
+        """A document's passages in order; without words and spans unless ``full``."""
+        return self._catalog.get_document_passages(doc_id, full=full)
 
     def neighbours(self, passage_id: str) -> dict[str, str | None]:
         return self._catalog.neighbours(passage_id)

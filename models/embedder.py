@@ -44,6 +44,10 @@ class Embedder(Protocol):
     dim: int
     max_tokens: int
     """Word pieces the model reads, special tokens included; longer input is truncated."""
+    identity: str
+    """Names what makes the vectors: changes whenever they would (model name, weights sha256
+    prefix, runtime, graph version), e.g. ``all-MiniLM-L6-v2@53aa51172d14/onnx-int8-fused1``.
+    A library records the identity that made its vectors and refuses to mix in another's."""
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word pieces of each text, without special tokens."""
@@ -52,6 +56,19 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Vectors:
         """(len(texts), dim) float32, L2-normalised."""
         ...
+
+
+def runtime_of(identity: str) -> str | None:
+    """The runtime named by one of this module's identities: ``torch``, ``onnx`` (fp32) or
+    ``onnx-int8``; ``None`` for an identity of another shape."""
+    runtime = identity.rpartition("/")[2]
+    if runtime == "torch":
+        return "torch"
+    if runtime.startswith("onnx-int8-"):
+        return "onnx-int8"
+    if runtime.startswith("onnx-fp32-"):
+        return "onnx"
+    return None
 
 
 def minilm_dir() -> Path:
@@ -134,6 +151,9 @@ class SentenceTransformerEmbedder:
         self._threads = threads
         self._batch_size = batch_size
         self._verify = verify and model_dir is None
+        # A folder of our choosing holds weights we do not pin: named by the folder only.
+        weights = MINILM_WEIGHTS_SHA256[:12] if model_dir is None else "unverified"
+        self.identity = f"{self.name}@{weights}/torch"
         self._model: Any = None
         self._lock = threading.Lock()
         self._counter = WordPieceCounter(self.model_dir)
@@ -239,6 +259,11 @@ class OnnxEmbedder:
         self.name = MINILM_NAME
         self.dim = MINILM_DIM
         self.max_tokens = MINILM_MAX_TOKENS
+        # The weights are always the verified MiniLM ones (checked at export), like onnx_path.
+        precision = "int8" if quantized else "fp32"
+        self.identity = (
+            f"{MINILM_NAME}@{MINILM_WEIGHTS_SHA256[:12]}/onnx-{precision}-{ONNX_GRAPH_VERSION}"
+        )
         self._threads = threads
         self._batch_size = batch_size
         self._lock = threading.Lock()

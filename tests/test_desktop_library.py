@@ -4,6 +4,7 @@ files, removing, and search results that open in the evidence viewer."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from PySide6.QtWidgets import QApplication
 import desktop.errors
 import desktop.library_panel
 from core.errors import IngestError, SourcebookError
+from core.service import Sourcebook
 from desktop.library_panel import AddRow, LibraryPanel
 from desktop.main_window import MainWindow
 from desktop.operations import Operations
@@ -198,3 +200,30 @@ def test_search_hit_opens_in_the_evidence_viewer(
     assert viewer.page_index == hit.page_start
     assert viewer.highlight_rects()
     assert not errors
+
+
+def test_a_library_made_by_another_embedder_shows_a_warning(
+    qtbot: Any, panel: LibraryPanel, app: Any, ops: Operations, embedder: Any, tmp_path: Path
+) -> None:
+    assert not panel.embedder_warning.isVisibleTo(panel)
+    pdf = tmp_path / "budget.pdf"
+    make_multipage_pdf(pdf, 2)
+    app.add([pdf])
+    app.close()
+    other = SimpleNamespace(
+        name=embedder.name,
+        dim=embedder.dim,
+        max_tokens=embedder.max_tokens,
+        identity="another-embedder@0/test",
+        count_tokens=embedder.count_tokens,
+        embed=embedder.embed,
+    )
+    service = Sourcebook(app.home, embedder=other)
+    flagged = LibraryPanel(service, ops)
+    qtbot.addWidget(flagged)
+    with qtbot.waitSignal(flagged.documents_loaded, timeout=TIMEOUT):
+        flagged.refresh()
+    assert flagged.embedder_warning.isVisibleTo(flagged)
+    text = flagged.embedder_warning.text()
+    assert "another-embedder@0/test" in text and "sourcebook reembed" in text
+    service.close()

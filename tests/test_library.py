@@ -156,6 +156,7 @@ def test_keyword_search_before_embeddings(app: Sourcebook, tmp_path: Path) -> No
             self.inner = inner
             self.name, self.dim = inner.name, inner.dim  # type: ignore[attr-defined]
             self.max_tokens = inner.max_tokens  # type: ignore[attr-defined]
+            self.identity = inner.identity  # type: ignore[attr-defined]
 
         def count_tokens(self, texts):  # type: ignore[no-untyped-def]
             return self.inner.count_tokens(texts)  # type: ignore[attr-defined]

@@ -1,0 +1,164 @@
+"""Which embedder made a library's vectors: recorded, checked at open, and re-embedding.
+
+Vectors of different embedders do not compare: the same MiniLM weights on another runtime give
+vectors ~0.98 cosine apart, another model unrelated ones. So a library records the
+``Embedder.identity`` that made its vectors (the catalog's ``library_meta``, key ``embedder``),
+and :func:`check` compares it with the current embedder's when the library opens:
+
+- no passages: a recorded identity describes nothing any more; the current one is recorded;
+- the recorded identity is the current one: fine;
+- another identity, or none but passages exist (a library made before identities were
+  recorded): a mismatch. Search still works (vector ranking is degraded; the library logs a
+  warning); adding is refused, so the two kinds of vectors are never mixed.
+
+:func:`reembed_vectors` recomputes every passage's vector (superseded versions' too: they are
+still in the index) with the text ingestion embeds, batch by batch, and records the current
+identity only after the last batch is written. A crash or a cancel midway leaves the mismatch
+flagged, and running it again redoes the job. Only vectors are written: passages and documents
+are never touched.
+
+Threading: :func:`reembed_vectors` is a library write (the writer thread, like adds).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from core.errors import CancelledError, EmbedderMismatchError, translate_errors
+from graph.schemas import Document, Passage
+from graph.store import GraphStore
+from models.embedder import Embedder, runtime_of
+
+logger = logging.getLogger(__name__)
+
+EMBEDDER_KEY = "embedder"
+UNRECORDED = (
+    "an unrecorded embedder (libraries made before this version did not record theirs; the "
+    "default runtime was torch, lately onnx-int8)"
+)
+
+
+class ReembedResult(BaseModel):
+    """What a re-embedding did."""
+
+    passages: int = Field(description="Passages whose vectors were recomputed.")
+    documents: int = Field(description="Document versions they belong to, superseded included.")
+    seconds: float
+    embedder: str = Field(description="The identity now recorded as having made the vectors.")
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The library's vectors were made by ``recorded`` (``None``: not recorded), not by the
+    ``current`` embedder."""
+
+    recorded: str | None
+    current: str
+
+    @property
+    def message(self) -> str:
+        made_by = self.recorded or UNRECORDED
+        return (
+            f"This library's vectors were made by {made_by}, but the current embedder is "
+            f"{self.current}."
+        )
+
+    @property
+    def hint(self) -> str:
+        fix = "Run `sourcebook reembed` to re-embed every passage with the current embedder"
+        if self.recorded is None:  # no runtime setting brings an unrecorded library back
+            return f"{fix}."
+        runtime = runtime_of(self.recorded)
+        back = (
+            f"set `models.embedder_runtime` back to `{runtime}`"
+            if runtime
+            else "switch back to the embedder that made them"
+        )
+        return f"{fix}, or {back}."
+
+    def __str__(self) -> str:
+        return f"{self.message} {self.hint}"
+
+    def error(self) -> EmbedderMismatchError:
+        """The refusal of an add."""
+        return EmbedderMismatchError(
+            f"{self.message} Adding documents would mix the two kinds of vectors; nothing was "
+            "added.",
+            hint=self.hint,
+        )
+
+
+def check(store: GraphStore, current: str) -> Mismatch | None:
+    """Compare the recorded identity with ``current`` (recording it in an empty library)."""
+    with translate_errors():
+        recorded = store.get_meta(EMBEDDER_KEY)
+        if recorded == current:
+            return None
+        if not store.has_passages():
+            store.set_meta(EMBEDDER_KEY, current)
+            logger.info("recorded the embedder of the empty library: %s", current)
+            return None
+    return Mismatch(recorded, current)
+
+
+def reembed_vectors(
+    store: GraphStore,
+    embedder: Embedder,
+    text_of: Callable[[Document, Passage], str],
+    *,
+    batch: int,
+    on_batch: Callable[[Document, int, int], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> ReembedResult:
+    """Recompute every passage's vector with ``embedder`` from ``text_of(doc, passage)``, in
+    batches of ``batch``; ``on_batch(document, done, of)`` after each. A set ``cancel`` stops
+    between batches with :class:`CancelledError` and nothing recorded."""
+    t0 = time.perf_counter()
+    identity = embedder.identity
+    with translate_errors():
+        docs = store.list_documents(include_superseded=True)
+    total = sum(d.passage_count for d in docs)
+    done = 0
+    pending: list[tuple[Document, Passage]] = []
+
+    def flush() -> None:
+        nonlocal done
+        if cancel is not None and cancel.is_set():
+            raise CancelledError(
+                f"Re-embedding was cancelled after {done} of {total} passages.",
+                hint="The library is intact and still flagged; run `sourcebook reembed` again "
+                "to finish.",
+            )
+        vectors = embedder.embed([text_of(d, p) for d, p in pending])
+        with translate_errors():
+            store.set_vectors([p.passage_id for _, p in pending], vectors)
+        done += len(pending)
+        last = pending[-1][0]
+        pending.clear()
+        if on_batch is not None:
+            on_batch(last, done, total)
+
+    for doc in docs:
+        with translate_errors():
+            passages = store.get_document_passages(doc.doc_id, full=False)
+        for p in passages:
+            pending.append((doc, p))
+            if len(pending) >= batch:
+                flush()
+    if pending:
+        flush()
+    with translate_errors():
+        store.set_meta(EMBEDDER_KEY, identity)
+    try:  # every vector changed: fold the rewritten rows in, retrain a vector index
+        store.maintain(force=True, retrain=True)
+    except Exception:  # the vectors are written; an optimisation failing must not undo that
+        logger.exception("index maintenance after re-embedding failed")
+    seconds = time.perf_counter() - t0
+    logger.info("re-embedded %s passages of %s documents in %.1f s", done, len(docs), seconds)
+    return ReembedResult(passages=done, documents=len(docs), seconds=seconds, embedder=identity)
