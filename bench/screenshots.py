@@ -187,7 +187,13 @@ def scripted_models(service: Sourcebook) -> dict[str, ScriptedLLM]:
             },
         ]
     )
-    writer.enqueue([SCRIPTED_ANSWER.format(where=where, cause=cause)])
+    short = {
+        "steps": [{"question": "Where did N74SR crash?", "answer": "Belen, NM", "label": "E1"}],
+        "answer": "Belen, NM",
+        "labels": ["E1"],
+        "answered": True,
+    }  # the short cited answer (research.short_answer, on by default), then the report body
+    writer.enqueue([short, SCRIPTED_ANSWER.format(where=where, cause=cause)])
     return {"planner": planner, "researcher": researcher, "writer": writer, "default": planner}
 
 
