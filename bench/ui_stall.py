@@ -16,11 +16,14 @@ and what was running at the worst one. Warm-up (opening the library, loading the
 adding the small research library) is not measured. Saves ``bench/results/ui_stall.json``.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/ui_stall.py [--pages 300] [--runtime torch]
+        [--trace-stalls FILE]   (every thread's Python stack at each stall, to find its cause)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import faulthandler
 import gc
 import json
 import os
@@ -64,10 +67,13 @@ ANSWER = (
 )
 
 
+TRACE_EVERY_S = 0.025  # --trace-stalls: a dump every 25 ms for as long as a tick is late
+
+
 class StallMonitor:
     """Records how late a 5 ms timer fires on the UI thread (the event loop's stalls)."""
 
-    def __init__(self, running: Callable[[], list[str]]) -> None:
+    def __init__(self, running: Callable[[], list[str]], trace: Any = None) -> None:
         self.timer = QTimer()
         self.timer.setTimerType(Qt.TimerType.PreciseTimer)
         self.timer.setInterval(INTERVAL_MS)
@@ -83,15 +89,25 @@ class StallMonitor:
         self._start = 0.0
         self.timeline: list[dict[str, Any]] = []  # operations starting and ending, add stages
         self._ops: set[str] = set()
+        self._trace = trace  # a file: every thread's stack when a tick is over the target late
+
+    def _arm(self) -> None:
+        # faulthandler's watchdog is a C thread that needs no GIL: when the UI thread is stalled
+        # (waiting for the GIL or busy), it still dumps what every thread is doing.
+        if self._trace is not None:
+            faulthandler.dump_traceback_later(TRACE_EVERY_S, repeat=True, file=self._trace)
 
     def start(self) -> None:
         self._start = self._last = time.perf_counter()
         self._last_cpu = time.thread_time()
         gc.callbacks.append(self._gc)
         self.timer.start()
+        self._arm()
 
     def stop(self) -> None:
         self.timer.stop()
+        if self._trace is not None:
+            faulthandler.cancel_dump_traceback_later()
         gc.callbacks.remove(self._gc)
 
     def _gc(self, phase: str, info: dict[str, int]) -> None:
@@ -111,6 +127,7 @@ class StallMonitor:
             self.timeline.append({"at_s": at, "event": what})
 
     def _tick(self) -> None:
+        self._arm()
         now = time.perf_counter()
         late = max(0.0, (now - self._last) * 1000 - INTERVAL_MS)
         self._last = now
@@ -125,6 +142,7 @@ class StallMonitor:
                     "at_s": round(at, 2),
                     "ms": round(late, 1),
                     "ui_cpu_ms": round(ui_cpu_ms, 1),  # ~ms: the UI thread was busy itself
+                    "end_monotonic": round(time.monotonic(), 4),  # to match `perf sched` traces
                     "while": running,
                 }
             )
@@ -203,7 +221,10 @@ def script(planner: ScriptedLLM, researcher: ScriptedLLM, writer: ScriptedLLM, e
             },
         ]
     )
-    writer.enqueue([ANSWER])
+    # the short cited answer (research.short_answer, on by default), then the report body
+    writer.enqueue(
+        [{"steps": [], "answer": "4,200 ships", "labels": ["E1"], "answered": True}, ANSWER]
+    )
 
 
 def pct(values: list[float], q: float) -> float:
@@ -211,7 +232,9 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
-def run(pages: int, runtime: str, token_delay: float, work: Path) -> dict[str, Any]:
+def run(
+    pages: int, runtime: str, token_delay: float, work: Path, trace: Any = None
+) -> dict[str, Any]:
     errors: list[BaseException] = []
     desktop.errors.error_hook = lambda _parent, exc: errors.append(exc)
     planner, researcher = ScriptedLLM(name="planner"), ScriptedLLM(name="researcher")
@@ -250,7 +273,7 @@ def run(pages: int, runtime: str, token_delay: float, work: Path) -> dict[str, A
     # Measured: the large add and the research run, with a user searching and viewing.
     reports: list[Report] = []
     window.research_panel.report_ready.connect(reports.append)
-    monitor = StallMonitor(lambda: [h.label for h in window.ops.running])
+    monitor = StallMonitor(lambda: [h.label for h in window.ops.running], trace)
     user = QTimer()
     user.setInterval(1000)
     clicks = [0]
@@ -324,10 +347,17 @@ def main() -> None:
         "--runtime", choices=["torch", "onnx", "onnx-int8"], default="onnx-int8", help="Embedder."
     )
     ap.add_argument("--token-delay", type=float, default=0.02, help="Writer seconds per token.")
+    ap.add_argument(
+        "--trace-stalls",
+        type=Path,
+        help="Write every thread's Python stack to this file whenever the UI is stalled.",
+    )
     args = ap.parse_args()
     load_before = [round(x, 2) for x in os.getloadavg()]
-    with tempfile.TemporaryDirectory() as tmp:
-        result = run(args.pages, args.runtime, args.token_delay, Path(tmp))
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        trace = stack.enter_context(args.trace_stalls.open("w")) if args.trace_stalls else None
+        result = run(args.pages, args.runtime, args.token_delay, Path(tmp), trace)
     result["machine_cores"] = os.cpu_count()
     result["load_average_before"] = load_before  # other work on the machine skews stalls
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]

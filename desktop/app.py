@@ -88,12 +88,19 @@ def follow_system_palette(app: QApplication) -> None:
     hints.colorSchemeChanged.connect(apply)
 
 
+UI_SWITCH_INTERVAL_S = 0.001
+
+
 def create_application(argv: Sequence[str] | None = None) -> QApplication:
     """The process's QApplication (created once), named and following the system palette."""
     existing = QApplication.instance()
     if isinstance(existing, QApplication):
         return existing
     app = QApplication(list(argv) if argv is not None else [sys.argv[0]])
+    # Background work (extraction, chunking, search, rendering) runs in Python threads; the UI
+    # thread waits for the GIL one switch interval per competing thread. 1 ms instead of 5 keeps
+    # that wait short when several run at once (bench/ui_stall.py).
+    sys.setswitchinterval(UI_SWITCH_INTERVAL_S)
     app.setApplicationName("Sourcebook")
     app.setApplicationDisplayName("Sourcebook")
     app.setOrganizationName("Sourcebook")

@@ -136,8 +136,11 @@ _PASSAGE_COLS = (
 
 def pack_words(words: list[Word]) -> bytes:
     arr = np.zeros(len(words), dtype=_WORD_DTYPE)
-    for i, w in enumerate(words):
-        arr[i] = (w.page_index, w.start, w.end, w.rect)
+    if words:  # column by column: a row-by-row fill took ~100 ms for a 300-page PDF
+        arr["page"] = [w.page_index for w in words]
+        arr["start"] = [w.start for w in words]
+        arr["end"] = [w.end for w in words]
+        arr["rect"] = [w.rect for w in words]
     return arr.tobytes()
 
 
