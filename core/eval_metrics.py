@@ -76,6 +76,7 @@ def _clean(line: str) -> str:
     line = _CITE.sub("", line).replace("\u26a0", "")
     line = re.sub(r"^\s*(?:[-*+>]|\d+[.)])\s+", "", line)  # list markers, quotes
     line = re.sub(r"[*_`]+", "", line)  # emphasis, code
+    line = re.sub(r"^answer\s*:\s*", "", line, flags=re.IGNORECASE)  # the report's answer label
     return re.sub(r"\s+([.,;:!?])", r"\1", " ".join(line.split())).strip()
 
 

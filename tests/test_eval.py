@@ -64,6 +64,10 @@ def test_answer_extraction_first_and_best_sentence() -> None:
     assert s.first_f1 == pytest.approx(2 / 3) and s.first_em == 0.0
     assert s.best == "Stanley Hall" and s.best_em == 1.0 and s.best_f1 == 1.0
     assert score_answer("", ["x"]).first_f1 == 0.0
+    # the report's short answer line: its "Answer:" label is not part of the answer
+    short = score_answer("**Answer:** G. Stanley Hall [1].\n\nHe founded it [1].", ["Stanley Hall"])
+    assert short.first == "G. Stanley Hall." and short.first_f1 == pytest.approx(0.8)
+    assert score_answer("**Answer:** Norway [2].", ["Norway"]).first_em == 1.0
 
 
 def test_recall_precision_and_numbers() -> None:
