@@ -67,8 +67,9 @@ def short_answer(
     answer in the passages (or its output is invalid twice): the report then opens as before.
 
     A separate, schema-bound step because a 1.5B writer asked to answer first in free text
-    restated the question or copied the instruction; chaining the plan's hops in a structure
-    and citing labels from an enum is what it does reliably."""
+    restated the question or copied the instruction; in a bounded structure (steps first,
+    labels from an enum) it gives a short, cited answer. Whether the answer is right is still
+    the model's reading: the claim check flags a name the cited passage lacks."""
     llm = ctx.model("writer")
     schema = short_answer_model(list(labels))
     budget = answer_budget(llm, ANSWER_MAX_TOKENS)
