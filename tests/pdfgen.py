@@ -144,3 +144,27 @@ def make_long_pdf(path: Path, pages: int, sentences_per_page: int = 30) -> None:
         page.insert_textbox(pymupdf.Rect(60, 60, 552, 740), text, fontsize=9, fontname="helv")
     doc.save(path)
     doc.close()
+
+
+# Two small reports for library tests (one page per string).
+ALPHA = [
+    "The Harbor Authority approved a budget of 42 million dollars for the new seawall. "
+    "Construction begins in March 2025 under contractor Baxter Marine.",
+    "Tidal flooding in the lower district rose by 18 percent since 2010. "
+    "Residents petitioned the council for faster drainage works.",
+]
+BETA = [
+    "The Mountain Rail study compares electric and diesel locomotives on steep grades. "
+    "Electric units cut fuel costs by a third on the Alder Pass line.",
+]
+
+
+def write_pdf(path: Path, pages: list[str]) -> Path:
+    """A PDF with one page per text."""
+    doc = pymupdf.open()
+    for text in pages:
+        page = doc.new_page()
+        page.insert_textbox(pymupdf.Rect(60, 60, 540, 780), text, fontsize=11)
+    doc.save(path)
+    doc.close()
+    return path

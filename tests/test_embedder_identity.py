@@ -15,9 +15,8 @@ from contextlib import closing
 from pathlib import Path
 
 import numpy as np
-import pymupdf
 import pytest
-from pdfgen import make_long_pdf
+from pdfgen import ALPHA, BETA, make_long_pdf, write_pdf
 
 from core.cli import main
 from core.errors import CancelledError, EmbedderMismatchError
@@ -36,26 +35,6 @@ pytestmark = pytest.mark.real_model
 
 SHA = MINILM_WEIGHTS_SHA256[:12]
 OTHER = f"all-MiniLM-L6-v2@{SHA}/onnx-int8-{ONNX_GRAPH_VERSION}"
-ALPHA = [
-    "The Harbor Authority approved a budget of 42 million dollars for the new seawall. "
-    "Construction begins in March 2025 under contractor Baxter Marine.",
-    "Tidal flooding in the lower district rose by 18 percent since 2010. "
-    "Residents petitioned the council for faster drainage works.",
-]
-BETA = [
-    "The Mountain Rail study compares electric and diesel locomotives on steep grades. "
-    "Electric units cut fuel costs by a third on the Alder Pass line.",
-]
-
-
-def write_pdf(path: Path, pages: list[str]) -> Path:
-    doc = pymupdf.open()
-    for text in pages:
-        page = doc.new_page()
-        page.insert_textbox(pymupdf.Rect(60, 60, 540, 780), text, fontsize=11)
-    doc.save(path)
-    doc.close()
-    return path
 
 
 class Another:

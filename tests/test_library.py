@@ -6,36 +6,14 @@ import threading
 import time
 from pathlib import Path
 
-import pymupdf
 import pytest
+from pdfgen import ALPHA, BETA, write_pdf
 
 from core.errors import NotFoundError
 from core.library import AddProgress
 from core.service import Sourcebook
 
 pytestmark = pytest.mark.real_model
-
-
-def write_pdf(path: Path, pages: list[str]) -> Path:
-    doc = pymupdf.open()
-    for text in pages:
-        page = doc.new_page()
-        page.insert_textbox(pymupdf.Rect(60, 60, 540, 780), text, fontsize=11)
-    doc.save(path)
-    doc.close()
-    return path
-
-
-ALPHA = [
-    "The Harbor Authority approved a budget of 42 million dollars for the new seawall. "
-    "Construction begins in March 2025 under contractor Baxter Marine.",
-    "Tidal flooding in the lower district rose by 18 percent since 2010. "
-    "Residents petitioned the council for faster drainage works.",
-]
-BETA = [
-    "The Mountain Rail study compares electric and diesel locomotives on steep grades. "
-    "Electric units cut fuel costs by a third on the Alder Pass line.",
-]
 
 
 def test_add_search_show_and_remove(app: Sourcebook, tmp_path: Path) -> None:
