@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from research_fixtures import (
+    act,
     models,
+    notes,
     pid_with,
     plan,
     research_app,  # noqa: F401 - fixture
@@ -127,3 +129,28 @@ def test_short_answer_naming_what_the_passage_lacks_is_flagged(research_app: Sou
     assert report.status == "partial"
     assert any("Victor Hale" in f.sentence and "Hale" in f.reason for f in report.flagged_claims)
     assert report.markdown.splitlines()[0].endswith("⚠")
+
+
+def test_answer_step_sees_only_cited_passages(research_app: Sourcebook) -> None:
+    founded = pid_with(research_app, "founded in 1921")
+    dredging = pid_with(research_app, "Dredging of the main channel")
+    planner = ScriptedLLM([plan(("q1", QUESTION, []))])
+    researcher = ScriptedLLM(
+        [
+            act("fetch_evidence", evidence_id=dredging),
+            act("fetch_evidence", evidence_id=founded),
+            act("finish"),
+            notes(("Founded in 1921 by Ellen Park.", [founded])),
+        ]
+    )
+    writer = ScriptedLLM([short("Mayor Ellen Park", ["E1"]), "It was founded in 1921 [E1]."])
+    report = research_app.research(
+        QUESTION, models=models(planner, researcher, writer), task="short-cited", limits=LIM
+    )
+    assert writer.pending == 0
+    answer_call, body_call = writer.history
+    assert "Dredging" not in answer_call.messages[-1].content
+    assert answer_call.json_schema is not None and "E2" not in str(answer_call.json_schema)
+    # the writer still gets every passage read, the uncited one last
+    assert "Dredging" in body_call.messages[-1].content
+    assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")

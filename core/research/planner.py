@@ -17,6 +17,7 @@ from core.errors import ModelError
 from core.research.context import RunContext
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
 from core.research.schemas import Clarification, ResearchPlan, ResearchQuery, routing_model
+from core.research.words import content_words, names
 
 logger = logging.getLogger(__name__)
 
@@ -73,28 +74,6 @@ def normalize_plan(plan: ResearchPlan) -> ResearchPlan:
     return plan.model_copy(update={"queries": fixed})
 
 
-_CONTENT_WORD = re.compile(r"[^\W\d_]{4,}|\d{2,}")
-_STOP_WORDS = (
-    "what which where when whose who that this these those with from into about their "
-    "there have does were been being than then they them also other such many much more "
-    "most some same only each both after before during first last name named find search "
-    "query "
-)
-_STOP = frozenset(_STOP_WORDS.split())
-
-
-def _content_words(text: str) -> set[str]:
-    return {w for w in _CONTENT_WORD.findall(text.lower()) if w not in _STOP}
-
-
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]+")
-
-
-def _names(text: str) -> set[str]:
-    """Capitalised words not at the start of a sentence: the names a text mentions."""
-    return {m.lower() for m in _NAME.findall(text.strip())}
-
-
 def ground_plan(plan: ResearchPlan, question: str, context: str) -> ResearchPlan:
     """Keep only what the question, the user's answers or the discovery results (``context``)
     support.
@@ -106,17 +85,17 @@ def ground_plan(plan: ResearchPlan, question: str, context: str) -> ResearchPlan
     ... was Judith Viorst."), which the writer then repeated as fact. Returns the plan
     normalised (:func:`normalize_plan`), so dependencies on dropped queries are gone too.
     """
-    known = _content_words(f"{question}\n{context}")
-    kept = [q for q in plan.queries if _content_words(q.query) & known]
+    known = content_words(f"{question}\n{context}")
+    kept = [q for q in plan.queries if content_words(q.query) & known]
     if len(kept) < len(plan.queries):
         dropped = [q.query for q in plan.queries if q not in kept]
         logger.info("dropped ungrounded plan queries: %s", dropped)
     if not kept:
         kept = fallback_plan(question).queries
-    names = {w.lower() for w in re.findall(r"[\w'-]+", f"{question}\n{context}")}
+    words = {w.lower() for w in re.findall(r"[\w'-]+", f"{question}\n{context}")}
 
     def grounded(items: list[str]) -> list[str]:
-        out = [c for c in items if _names(c) <= names]
+        out = [c for c in items if names(c) <= words]
         if len(out) < len(items):
             logger.info("dropped ungrounded plan items: %s", [c for c in items if c not in out])
         return out

@@ -2,7 +2,8 @@
 
 Hard limits (tool calls, steps) and stop rules (enough evidence; the last two searches returned
 the same passages) end the loop; a worker must search before it may finish, and before its notes
-it reads its best unread hits up to ``read_top`` passages. When the model's
+it reads its best unread hits up to ``read_top`` passages (best-ranked first; among equal ranks,
+the latest search's first). When the model's
 action is invalid even after its retry, a deterministic default action keeps the worker moving
 (search first, then fetch the best unread hit, then finish), so a small model still completes.
 
@@ -46,15 +47,19 @@ class Worker:
         prefix: str,
         context: str = "",
         bridge: str = "",
+        focus: str = "",
     ) -> None:
         self.ctx = ctx
         self.q = query
         self.prefix = prefix
         self.context = context
         self.bridge = bridge
+        self.focus = focus
         self.known: list[str] = []
         self.urls: list[str] = list(ctx.tools.seed_urls)  # addresses this worker has seen
         self.discovered: list[str] = []
+        self.hit_rank: dict[str, tuple[int, int]] = {}  # id -> (best rank, -hit list number)
+        self.hit_lists = 0
         self.fetched: list[str] = []
         self.trace: list[str] = []
         self.searches: list[frozenset[str]] = []
@@ -76,6 +81,12 @@ class Worker:
             first = f"{self.q.query} {self.bridge}".strip()[:BRIDGE_QUERY_CHARS]
             self._call("discover_evidence", {"query": first})
             last = ("discover_evidence", first, "")
+            if self.focus:
+                # The full query embeds close to the passage the last hop already read (its
+                # subject is in it); the new words alone ("waterfall country Zimbabwe") find
+                # the next hop's passage.
+                self._call("discover_evidence", {"query": self.focus})
+                last = ("discover_evidence", self.focus, "")
         while not stop:
             self.ctx.check_cancel()
             if self.steps >= limits.max_steps:
@@ -140,7 +151,7 @@ class Worker:
     def _default_action(self) -> dict[str, Any]:
         if not self.searches:
             return {"action": "discover_evidence", "query": self.q.query}
-        unread = [i for i in self.discovered if i not in self.fetched]
+        unread = self._unread()
         if unread and len(self.fetched) < 3:
             return {"action": "fetch_evidence", "evidence_id": unread[0]}
         return {"action": "finish"}
@@ -197,7 +208,7 @@ class Worker:
         ev_id = str(action.get("evidence_id") or "").strip()
         key = f"{self.prefix}/t{self.tool_calls + 1}"
         if name in ("fetch_evidence", "explore", "navigate") and not ev_id:
-            unread = [i for i in self.discovered if i not in self.fetched]
+            unread = self._unread()
             if name == "fetch_evidence" and unread:
                 ev_id = unread[0]
             else:
@@ -215,7 +226,7 @@ class Worker:
                 args={"query": query or self.q.query},
             )
             self.searches.append(frozenset(res.ids))
-            self.discovered.extend(i for i in res.ids if i not in self.discovered)
+            self._discover(res.ids)
         elif name == "fetch_evidence":
             res = ctx.tool(
                 key,
@@ -233,7 +244,7 @@ class Worker:
                 lambda: tools.find_entities(query or self.q.query),
                 args={"query": query or self.q.query},
             )
-            self.discovered.extend(i for i in res.ids if i not in self.discovered)
+            self._discover(res.ids)
         elif name == "explore":
             res = ctx.tool(key, name, lambda: tools.explore(ev_id), args={"evidence_id": ev_id})
         elif name == "navigate":
@@ -284,16 +295,34 @@ class Worker:
             self.trace.append(f"{name}({arg}) ->\n{text}")
         return res
 
+    def _discover(self, ids: list[str]) -> None:
+        """Remember a search's hits with their rank in it (a later search ranks ties first)."""
+        self.hit_lists += 1
+        for rank, ev_id in enumerate(ids):
+            key = (rank, -self.hit_lists)
+            if ev_id not in self.hit_rank:
+                self.discovered.append(ev_id)
+                self.hit_rank[ev_id] = key
+            else:
+                self.hit_rank[ev_id] = min(self.hit_rank[ev_id], key)
+
+    def _unread(self) -> list[str]:
+        """Hits not read yet, best first: rank 1 of any search before rank 2 of any, and among
+        equal ranks the latest search's (a worker's later searches are usually its sharper
+        ones: "waterfall in Zimbabwe" after the question's own words)."""
+        unread = [i for i in self.discovered if i not in self.fetched]
+        return sorted(unread, key=self.hit_rank.__getitem__)
+
     def _fetch_before_notes(self) -> None:
         """Read the best unread hits until ``read_top`` passages are read (within the budget).
 
         A small model tends to stop after one read, usually because its second search returned
         the same passages; the gold passage of a multi-hop question is often the second or third
-        hit. Hits are read in the order the searches ranked them, the first search's first.
+        hit. Hits are read best first (:meth:`_unread`).
         """
         want = self.ctx.limits.read_top - len(self.fetched)
         budget = self.ctx.limits.max_tool_calls - self.tool_calls
-        unread = [i for i in self.discovered if i not in self.fetched]
+        unread = self._unread()
         for ev_id in unread[: max(0, min(want, budget))]:
             self.ctx.check_cancel()
             self._call("fetch_evidence", {"evidence_id": ev_id})
@@ -356,16 +385,22 @@ class Worker:
 
 
 def run_worker(
-    ctx: RunContext, query: ResearchQuery, prefix: str, context: str = "", bridge: str = ""
+    ctx: RunContext,
+    query: ResearchQuery,
+    prefix: str,
+    context: str = "",
+    bridge: str = "",
+    focus: str = "",
 ) -> ResearchNotes:
     """Run one worker; a completed worker of an earlier run is reused, its fetches redone.
 
     ``context`` is the compressed notes of the queries this one depends on; ``bridge`` their
-    findings' claims, added to the worker's first search."""
+    findings' claims, added to the worker's first search; ``focus`` the words that are new in
+    this query and in those findings (:func:`core.research.words.focus_terms`), searched next."""
 
     def work() -> ResearchNotes:
         ctx.emit("worker", worker=query.id, text=f"researching: {query.query}")
-        return Worker(ctx, query, prefix, context, bridge).run()
+        return Worker(ctx, query, prefix, context, bridge, focus).run()
 
     notes, reused = ctx.log.step(
         ctx.task,

@@ -47,6 +47,7 @@ from core.research.schemas import (
     RunStatus,
 )
 from core.research.tools import Fetched, Scope, Tools
+from core.research.words import focus_terms, names
 from core.tasks import RecordingFailed, TaskLog
 from models.llm import LLM
 
@@ -255,7 +256,7 @@ def _run(
     with ctx.log.span(ctx.task, ctx.run, "stage", "writing"):
         answer = ""
         if ctx.limits.short_answer:
-            answer = writer.short_answer(ctx, req.question, st.plan, evidence, labels)
+            answer = writer.short_answer(ctx, req.question, st.plan, notes, evidence, labels)
             if answer and on_token is not None:
                 on_token(answer + "\n\n")
         draft = writer.write(ctx, req.question, st.plan, notes, evidence, labels, on_token, answer)
@@ -286,13 +287,20 @@ def _research(ctx: RunContext, plan: ResearchPlan, st: _State) -> None:
         pending = [n for n in st.notes.values() if n.failed or not n.sufficient]
         if rnd == ctx.limits.max_rounds or not pending:
             break
+        # A gap naming something neither the question, the plan nor an on-topic finding names
+        # is about a passage that only looked alike ("The name of the Barcoongere River is not
+        # mentioned", from a search for the Bubye River): researching it reads more of the same.
+        known = names(st.question).union(
+            *(names(q.query) for q in plan.queries),
+            *(names(f.claim) for n in st.notes.values() for f in n.on_topic()),
+        )
         followups: list[ResearchQuery] = []
         for n in pending:
             if n.failed:  # only failed queries run again, under a fresh id
                 followups.append(ResearchQuery(id=f"{n.query_id[:5]}r{rnd}", query=n.query))
             for gap in n.gaps:
                 text = gap.strip()
-                if len(text) >= 3 and text.lower() != n.query.lower():
+                if len(text) >= 3 and text.lower() != n.query.lower() and names(text) <= known:
                     followups.append(
                         ResearchQuery(id=f"g{rnd}{len(followups) + 1}", query=text[:300])
                     )
@@ -307,18 +315,35 @@ def _research(ctx: RunContext, plan: ResearchPlan, st: _State) -> None:
 
 
 def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: _State) -> None:
+    # What a dependent query builds on: only the on-topic findings of the queries it depends
+    # on (a neighbour's finding, "The Fowler River is in New Hampshire", steered the next
+    # query's searches to rivers instead of to the country the Bubye River is in).
     def context_for(q: ResearchQuery) -> str:
-        return "\n".join(st.notes[d].compressed(600) for d in q.depends_on if d in st.notes)
+        deps = [st.notes[d] for d in q.depends_on if d in st.notes]
+        return "\n".join(n.compressed(600, on_topic=True) for n in deps)
 
     def bridge_for(q: ResearchQuery) -> str:
-        return " ".join(
-            f.claim for d in q.depends_on if d in st.notes for f in st.notes[d].findings
-        )
+        deps = [st.notes[d] for d in q.depends_on if d in st.notes]
+        return " ".join(f.claim for n in deps for f in n.on_topic())
+
+    def focus_for(q: ResearchQuery) -> str:
+        deps = [st.notes[d] for d in q.depends_on if d in st.notes]
+        if not deps:
+            return ""
+        return focus_terms(q.query, " ".join(n.query for n in deps), bridge_for(q))
 
     workers = min(ctx.limits.max_workers, len(batch))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="researcher") as pool:
         futures = {
-            q.id: pool.submit(run_worker, ctx, q, f"r{rnd}/{q.id}", context_for(q), bridge_for(q))
+            q.id: pool.submit(
+                run_worker,
+                ctx,
+                q,
+                f"r{rnd}/{q.id}",
+                context_for(q),
+                bridge_for(q),
+                focus_for(q),
+            )
             for q in batch
         }
         stop: SourcebookError | None = None

@@ -26,6 +26,7 @@ from pydantic import (
     create_model,
 )
 
+from core.research.words import content_words
 from graph.schemas import Word
 
 RunStatus = Literal[
@@ -293,9 +294,23 @@ class ResearchNotes(BaseModel):
     decisions: list[str] = Field(default_factory=list, description="Confirmed decisions.")
     failed: bool = False
 
-    def compressed(self, max_chars: int = 1200) -> str:
+    def on_topic(self) -> list[Finding]:
+        """The findings about this query's own subject: those sharing the most content words
+        with the query (ties kept; none when no finding shares one).
+
+        A worker reads its top hits, and a small model writes a finding for each passage it
+        read, including neighbours that only look alike (asked where the Bubye River is, it
+        also noted where the Fowler River is). Those findings must not steer the queries that
+        build on this one, nor push their passages ahead in the writer's list."""
+        asked = content_words(self.query)
+        scores = [len(content_words(f.claim) & asked) for f in self.findings]
+        best = max(scores, default=0)
+        return [f for f, s in zip(self.findings, scores, strict=True) if best and s == best]
+
+    def compressed(self, max_chars: int = 1200, on_topic: bool = False) -> str:
+        """The notes as short text; ``on_topic`` keeps only :meth:`on_topic` findings."""
         lines = [f"Query {self.query_id}: {self.query}"]
-        for f in self.findings:
+        for f in self.on_topic() if on_topic else self.findings:
             lines.append(f"- {f.claim} [{', '.join(f.evidence_ids)}]")
         if self.gaps:
             lines.append("Gaps: " + "; ".join(self.gaps))

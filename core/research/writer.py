@@ -23,14 +23,24 @@ EVIDENCE_CHARS = 1500
 ANSWER_MAX_TOKENS = 400
 
 
-def order_evidence(ctx: RunContext, notes: list[ResearchNotes]) -> list[Evidence]:
-    """Fetched evidence the notes used (then the rest), most credible document first."""
+def cited_ids(notes: list[ResearchNotes], on_topic: bool = False) -> list[str]:
+    """The ids the notes' findings cite (only :meth:`~ResearchNotes.on_topic` ones if asked),
+    in order of first use."""
     used: list[str] = []
     for n in notes:
-        for f in n.findings:
+        for f in n.on_topic() if on_topic else n.findings:
             used.extend(e for e in f.evidence_ids if e not in used)
-    for n in notes:
-        used.extend(e for e in n.fetched_ids if e not in used)
+    return used
+
+
+def order_evidence(ctx: RunContext, notes: list[ResearchNotes]) -> list[Evidence]:
+    """Fetched evidence in three tiers, the most credible document first within each: cited by
+    an on-topic finding, cited by another finding, read but not cited.
+
+    Credibility alone put passages a worker merely read (a physics journal's, specific and
+    authoritative) ahead of the ones that answer the question."""
+    tiers = [cited_ids(notes, on_topic=True), cited_ids(notes)]
+    used = list(dict.fromkeys([*tiers[0], *tiers[1], *(i for n in notes for i in n.fetched_ids)]))
     evs = [ev for ev in (ctx.fetched.get(i) for i in used) if ev is not None]
     docs = {ev.doc_id for ev in evs}
     scores: dict[str, float] = {}
@@ -38,7 +48,12 @@ def order_evidence(ctx: RunContext, notes: list[ResearchNotes]) -> list[Evidence
         doc = ctx.library.store.get_document(d)
         scores[d] = credibility(doc, [e.text for e in evs if e.doc_id == d], len(docs) - 1)
     rank = {i: n for n, i in enumerate(used)}
-    return sorted(evs, key=lambda e: (-scores[e.doc_id], rank[e.evidence_id]))
+    sets = [set(t) for t in tiers]
+
+    def tier(ev_id: str) -> int:
+        return next((k for k, t in enumerate(sets) if ev_id in t), len(sets))
+
+    return sorted(evs, key=lambda e: (tier(e.evidence_id), -scores[e.doc_id], rank[e.evidence_id]))
 
 
 def labels_for(evidence: list[Evidence]) -> dict[str, str]:
@@ -60,17 +75,25 @@ def short_answer(
     ctx: RunContext,
     question: str,
     plan: ResearchPlan,
+    notes: list[ResearchNotes],
     evidence: list[Evidence],
     labels: dict[str, str],
 ) -> str:
     """The report's opening line, ``**Answer:** ... [E2][E5]``, or "" when the model finds no
     answer in the passages (or its output is invalid twice): the report then opens as before.
 
+    It sees only the passages the notes' findings cite (all of them if none is cited): a
+    passage a worker read but found nothing in is a distractor to a 1.5B reader.
+
     A separate, schema-bound step because a 1.5B writer asked to answer first in free text
     restated the question or copied the instruction; in a bounded structure (steps first,
     labels from an enum) it gives a short, cited answer. Whether the answer is right is still
     the model's reading: the claim check flags a name the cited passage lacks."""
     llm = ctx.model("writer")
+    cited = set(cited_ids(notes))
+    evidence = [e for e in evidence if e.evidence_id in cited] or evidence
+    shown = {e.evidence_id for e in evidence}
+    labels = {k: v for k, v in labels.items() if v in shown}
     schema = short_answer_model(list(labels))
     budget = answer_budget(llm, ANSWER_MAX_TOKENS)
     msgs = fit_messages(

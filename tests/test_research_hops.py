@@ -1,0 +1,168 @@
+"""Multi-hop research: what a dependent query builds on, which hits a worker reads first, which
+gaps are followed up, and which passages the writer sees first (scripted models, real library)."""
+# ruff: noqa: F811  (pytest fixtures imported from research_fixtures are redefined as arguments)
+
+from __future__ import annotations
+
+from typing import Any
+
+from research_fixtures import (
+    act,
+    models,
+    notes,
+    pid_with,
+    plan,
+    research_app,  # noqa: F401 - fixture
+)
+
+from core.research.schemas import Finding, ResearchLimits, ResearchNotes
+from core.research.words import focus_terms, names
+from core.service import Sourcebook
+from models.llm import ScriptedLLM
+
+LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False, read_top=0)
+
+
+def _calls(app: Sourcebook, task: str, tool: str) -> list[dict[str, Any]]:
+    return [
+        {"key": e.key, **e.payload["args"]}
+        for e in app.task_log().events(task)
+        if e.kind == "tool_call" and e.payload["tool"] == tool
+    ]
+
+
+def _results(app: Sourcebook, task: str, prefix: str) -> list[list[str]]:
+    """The hit lists of the discover_evidence calls whose key starts with ``prefix``."""
+    return [
+        e.payload["ids"]
+        for e in app.task_log().events(task)
+        if e.kind == "result"
+        and e.key.startswith(prefix)
+        and e.payload.get("tool") == "discover_evidence"
+    ]
+
+
+def test_focus_terms_keep_what_is_new() -> None:
+    got = focus_terms(
+        "What is the name of the waterfall in the country where the Bubye River is found?",
+        "Where is the Bubye River located?",
+        "The Bubye River is located in Zimbabwe.",
+    )
+    assert got == "waterfall country found Zimbabwe"
+    assert focus_terms("Where is the Bubye River?", "Where is the Bubye River?", "") == ""
+
+
+def test_on_topic_findings_are_about_the_query() -> None:
+    n = ResearchNotes(
+        query_id="q2",
+        query="Where is the Bubye River located?",
+        findings=[
+            Finding(claim="The Fowler River is located in New Hampshire.", evidence_ids=["a"]),
+            Finding(claim="The Bubye River is located in Zimbabwe.", evidence_ids=["b"]),
+            Finding(claim="Hopetoun Falls is a waterfall.", evidence_ids=["c"]),
+        ],
+    )
+    assert [f.evidence_ids for f in n.on_topic()] == [["b"]]
+    assert "Fowler" not in n.compressed(on_topic=True) and "Fowler" in n.compressed()
+    assert ResearchNotes(query_id="x", query="Bubye", findings=n.findings[2:]).on_topic() == []
+    assert names("The Bubye River flows into the Limpopo. It rises near West Nicholson.") == {
+        "bubye",
+        "river",
+        "limpopo",
+        "west",
+        "nicholson",
+    }
+
+
+def test_worker_reads_the_best_ranked_hit_of_its_latest_search_first(
+    research_app: Sourcebook,
+) -> None:
+    rail = pid_with(research_app, "30,000 passengers")
+    query = "Northport harbor ships 2019"
+    researcher = ScriptedLLM(
+        [
+            act("discover_evidence", query="Eastline railway passengers per day"),
+            act("finish"),
+            notes(("Eastline carries 30,000 passengers a day.", [rail])),
+        ]
+    )
+    writer = ScriptedLLM(["Eastline carries 30,000 passengers a day [E1]."])
+    limits = LIM.model_copy(update={"read_top": 1})
+    research_app.research(
+        query,
+        models=models(ScriptedLLM([plan(("a", query, []))]), researcher, writer),
+        task="hops-rank",
+        limits=limits,
+    )
+    first, second = _results(research_app, "hops-rank", "r1/a/")
+    assert second[0] == rail and first[0] != rail  # both rank 1: the later search wins
+    assert [c["evidence_id"] for c in _calls(research_app, "hops-rank", "fetch_evidence")] == [rail]
+
+
+def test_dependent_query_builds_on_on_topic_findings_only(research_app: Sourcebook) -> None:
+    founded = pid_with(research_app, "founded in 1921")
+    ships = pid_with(research_app, "4,200 ships")
+    rail = pid_with(research_app, "30,000 passengers")
+    dependent = "Which railway connects the port of that authority?"
+    planner = ScriptedLLM(
+        [
+            plan(
+                ("a", "Who founded the Northport Harbor Authority?", []),
+                ("b", dependent, ["a"]),
+            )
+        ]
+    )
+    researcher = ScriptedLLM(
+        [
+            # a: reads two passages; one finding is about a neighbour fact
+            act("fetch_evidence", evidence_id=ships),
+            act("fetch_evidence", evidence_id=founded),
+            act("finish"),
+            notes(
+                ("The harbor handled 4,200 ships in 2019.", [ships]),
+                (
+                    "The Northport Harbor Authority was founded in 1921 by Mayor Ellen Park.",
+                    [founded],
+                ),
+                sufficient=False,
+                gaps=[
+                    "The Riverton Ferry Company is not mentioned.",
+                    "Later career of Mayor Ellen Park",
+                ],
+            ),
+            # b: after its two automatic searches
+            act("fetch_evidence", evidence_id=rail),
+            act("finish"),
+            notes(("The Eastline railway connects Northport with Riverton.", [rail])),
+            # round 2: the one gap worth following up
+            act("finish"),
+        ]
+    )
+    writer = ScriptedLLM(["Mayor Ellen Park founded it in 1921 [E1]."])
+    report = research_app.research(
+        "Which railway serves the port whose authority Ellen Park founded?",
+        models=models(planner, researcher, writer),
+        task="hops-deps",
+        limits=LIM.model_copy(update={"max_rounds": 2}),
+    )
+    assert researcher.pending == 0 and writer.pending == 0
+    searches = {
+        c["key"]: c["query"] for c in _calls(research_app, "hops-deps", "discover_evidence")
+    }
+    first = searches["r1/b/t1#call@1"]
+    assert first.startswith(dependent) and "Ellen Park" in first and "4,200" not in first
+    assert searches["r1/b/t2#call@1"] == "railway connects port 1921 Mayor Ellen Park"
+    # the b worker's prompt shows a's on-topic finding, not the neighbour fact
+    b_prompt = next(
+        c.messages[-1].content
+        for c in researcher.history
+        if f"Question: {dependent}" in c.messages[-1].content
+    )
+    assert "founded in 1921 by Mayor Ellen Park" in b_prompt
+    assert "The harbor handled 4,200 ships" not in b_prompt
+    # follow-ups: only the gap whose names the run already knows
+    followed = [n.query for n in report.notes if n.query_id.startswith("g")]
+    assert followed == ["Later career of Mayor Ellen Park"]
+    # the writer sees passages cited by on-topic findings first (same document: credibility ties)
+    passages = writer.history[0].messages[-1].content.rsplit("<data>", 1)[1]
+    assert passages.index("founded in 1921") < passages.index("4,200 ships")
