@@ -1,10 +1,13 @@
 """The library: adding documents (extract -> stage -> embed -> ready), search, evidence lookup.
 
 Adding is pipelined: a reader thread extracts the next file while this thread stores and embeds
-the current one, so PyMuPDF and the embedder overlap on the two cores. A document is staged
-(keyword-searchable, status ``indexing``) as soon as its text is extracted; it becomes ``ready``
-in one catalog transaction after its vectors are written. A crash in between leaves a version
-that is swept when the library next opens, so the same add simply runs again.
+the current one, so PyMuPDF and the embedder overlap on the two cores. With the real embedders
+the reader hands each file to a child process (:class:`core.ingest.ExtractorProcess`): PyMuPDF
+and the building of a document's objects then never hold this process's GIL, which the
+desktop's UI thread shares. A document is staged (keyword-searchable, status ``indexing``) as
+soon as its text is extracted; it becomes ``ready`` in one catalog transaction after its vectors
+are written. A crash in between leaves a version that is swept when the library next opens, so
+the same add simply runs again.
 
 Threading contract: a :class:`Library` is used from one thread at a time for writes (the
 service runs them on its single writer executor); ``search`` and the read methods may be
@@ -20,6 +23,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -34,14 +38,20 @@ from core.errors import (
     UnsupportedFileError,
     translate_errors,
 )
-from core.ingest import SUPPORTED_SUFFIXES, extract_file, iter_jsonl
+from core.ingest import (
+    SUPPORTED_SUFFIXES,
+    ExtractorProcess,
+    TokenCounter,
+    extract_file,
+    iter_jsonl,
+)
 from core.ingest.web import fetch_url, looks_like_url
 from core.settings import Settings
 from core.vectors import ReembedResult
 from graph.ids import parse_evidence_id
 from graph.schemas import Document, IngestedDocument, Passage, SearchFilters, SearchHit, Word
 from graph.store import GraphStore
-from models.embedder import Embedder
+from models.embedder import Embedder, OnnxEmbedder, SentenceTransformerEmbedder, WordPieceCounter
 
 logger = logging.getLogger(__name__)
 
@@ -156,8 +166,12 @@ class Library:
             self.store.close()
             raise
         self._mismatch_logged = False
+        factory = _child_token_counter(embedder)
+        self._extractor = ExtractorProcess(factory) if factory is not None else None
 
     def close(self) -> None:
+        if self._extractor is not None:
+            self._extractor.close()
         self.store.close()
 
     # ---------------------------------------------------------------- the embedder
@@ -288,7 +302,7 @@ class Library:
                         self._report(progress, job, len(files), "extracting", done, of)
 
                     try:
-                        job.doc = self._extract_one(f, on_ocr)
+                        job.doc = self._extract_one(f, on_ocr, cancel)
                     except SourcebookError as exc:
                         job.error = exc
                     except Exception as exc:  # a parser bug must not kill the batch
@@ -313,7 +327,10 @@ class Library:
             t.join()
 
     def _extract_one(
-        self, path: Path | str, ocr_progress: Callable[[int, int], None] | None = None
+        self,
+        path: Path | str,
+        ocr_progress: Callable[[int, int], None] | None = None,
+        cancel: threading.Event | None = None,
     ) -> IngestedDocument:
         if isinstance(path, str):
             return fetch_url(
@@ -328,6 +345,10 @@ class Library:
         if path.suffix.lower() not in SUPPORTED_SUFFIXES:
             raise UnsupportedFileError(f"{path.name}: unsupported file type.", path=path)
         with _collections_paused():
+            if self._extractor is not None:
+                return self._extractor.extract(
+                    path, settings=self.settings.ingest, ocr_progress=ocr_progress, cancel=cancel
+                )
             return extract_file(
                 path,
                 settings=self.settings.ingest,
@@ -623,6 +644,20 @@ def _collections_paused() -> Iterator[None]:
                     gc.enable()
 
 
+def _child_token_counter(embedder: Embedder) -> Callable[[], TokenCounter] | None:
+    """How an extraction process makes a counter equal to ``embedder.count_tokens``.
+
+    The real MiniLM backends count with a :class:`WordPieceCounter` over their model folder,
+    which a child process can load itself. Other embedders (test fakes) have no such recipe:
+    their files are extracted on the reader thread, as everywhere the child cannot run.
+    """
+    if ExtractorProcess.supported and isinstance(
+        embedder, SentenceTransformerEmbedder | OnnxEmbedder
+    ):
+        return partial(WordPieceCounter, embedder.model_dir)
+    return None
+
+
 def _drop_word_boxes(doc: IngestedDocument) -> None:
     """Free a staged document's word boxes: the catalog holds them, embedding needs only text.
 
@@ -632,7 +667,7 @@ def _drop_word_boxes(doc: IngestedDocument) -> None:
     between passages.
     """
     for p in doc.passages:
-        p.words = []
+        p.words, p.packed_words = [], None
 
 
 def _evidence_of(evidence_id: str, p: Passage, doc: Document, start: int, end: int) -> Evidence:

@@ -23,16 +23,13 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from graph.errors import GraphError, NotFoundInGraph
-from graph.schemas import Collection, Document, IngestedDocument, Page, Passage, Span, Word
+from graph.schemas import Collection, Document, IngestedDocument, Page, Passage, Span
+from graph.wordpack import pack_words, unpack_words
 
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-
-_WORD_DTYPE = np.dtype([("page", "<i4"), ("start", "<i4"), ("end", "<i4"), ("rect", "<f8", (4,))])
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -132,34 +129,6 @@ _PASSAGE_COLS = (
     "passage_id, doc_id, ordinal, text, heading_path, page_start, page_end, char_start, "
     "char_end, token_count, words"
 )
-
-
-def pack_words(words: list[Word]) -> bytes:
-    arr = np.zeros(len(words), dtype=_WORD_DTYPE)
-    if words:  # column by column: a row-by-row fill took ~100 ms for a 300-page PDF
-        arr["page"] = [w.page_index for w in words]
-        arr["start"] = [w.start for w in words]
-        arr["end"] = [w.end for w in words]
-        arr["rect"] = [w.rect for w in words]
-    return arr.tobytes()
-
-
-def unpack_words(blob: bytes) -> list[Word]:
-    arr = np.frombuffer(blob, dtype=_WORD_DTYPE)
-    return [
-        Word(
-            page_index=int(r["page"]),
-            start=int(r["start"]),
-            end=int(r["end"]),
-            rect=(
-                float(r["rect"][0]),
-                float(r["rect"][1]),
-                float(r["rect"][2]),
-                float(r["rect"][3]),
-            ),
-        )
-        for r in arr
-    ]
 
 
 def _doc_from_row(row: sqlite3.Row) -> Document:
@@ -328,7 +297,7 @@ class Catalog:
                         p.char_start,
                         p.char_end,
                         p.token_count,
-                        pack_words(p.words),
+                        p.packed_words if p.packed_words is not None else pack_words(p.words),
                     )
                     for p in ingested.passages
                 ],

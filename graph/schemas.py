@@ -65,6 +65,13 @@ class Passage(BaseModel):
     token_count: int = Field(0, description="Embedder word pieces (never above its limit).")
     words: list[Word] = Field(default_factory=list)
     spans: list[Span] = Field(default_factory=list)
+    packed_words: bytes | None = Field(
+        None,
+        exclude=True,
+        repr=False,
+        description="The word boxes already packed (graph.wordpack), set instead of `words` "
+        "on a passage that came from an extraction process; the catalog stores them as they are.",
+    )
 
 
 class Page(BaseModel):

@@ -3,6 +3,7 @@
 The library pipeline calls exactly this API:
 
 - :func:`extract_file` reads one PDF, plain text, Markdown or HTML file;
+- :class:`ExtractorProcess` runs :func:`extract_file` in a child process (see there why);
 - :func:`iter_jsonl` reads a JSONL corpus, one document per record;
 - :data:`SUPPORTED_SUFFIXES` lists the extensions a folder scan should pick up
   (:data:`JSONL_SUFFIXES` go to :func:`iter_jsonl`, the others to :func:`extract_file`).
@@ -15,16 +16,29 @@ token counter): the same bytes always give the same ids and text. Thread-safe as
 
 from __future__ import annotations
 
+import io
 import logging
+import os
+import pickle
+import queue
+import signal
+import subprocess
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
+from core import errors
 from core.errors import (
     CancelledError,
     CorruptFileError,
     EmptyFileError,
     IngestError,
+    SourcebookError,
     UnsupportedFileError,
 )
 from core.ingest.chunking import Block, chunk_blocks
@@ -42,7 +56,8 @@ from core.ingest.pdf import read_pdf
 from core.ingest.text import TextContent, decode_text, read_html, read_markdown, read_plain
 from core.settings import IngestSettings
 from graph.ids import document_id, sha256_bytes
-from graph.schemas import Document, DocumentKind, IngestedDocument, Page
+from graph.schemas import Document, DocumentKind, IngestedDocument, Page, Passage
+from graph.wordpack import pack_words
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +67,7 @@ __all__ = [
     "FILE_SUFFIXES",
     "JSONL_SUFFIXES",
     "SUPPORTED_SUFFIXES",
+    "ExtractorProcess",
     "JsonlRecords",
     "TokenCounter",
     "extract_file",
@@ -232,3 +248,218 @@ def iter_jsonl(
     return JsonlRecords(
         path, title_field=title_field, text_field=text_field, id_field=id_field, build=build
     )
+
+
+# ---------------------------------------------------------------- extraction in a child process
+
+# The child imports only what extraction needs, so it starts in ~1 s. ``graph/__init__`` imports
+# the whole store (lancedb, networkx: ~4 s of a 6 s start on 2 busy cores), so the child
+# registers ``graph`` as a bare package and imports just the modules it uses (``graph.schemas``,
+# ``graph.ids``, ``graph.wordpack``). ``import pymupdf`` also imports ``pymupdf.layout`` when it
+# is installed, which loads an ONNX layout model (~1 s) that only ``Page.get_layout`` uses; a
+# ``None`` entry in ``sys.modules`` makes that optional import fail, as pymupdf allows.
+_CHILD_MAIN = """
+import importlib.util, sys, types
+sys.path[:] = {path!r}
+sys.modules["pymupdf.layout"] = None
+spec = importlib.util.find_spec("graph")
+graph = types.ModuleType("graph")
+graph.__path__ = list(spec.submodule_search_locations)
+sys.modules["graph"] = graph
+from core.ingest import _serve_parent
+_serve_parent(int(sys.argv[1]))
+"""
+_POLL_S = 0.1
+
+
+class ExtractorProcess:
+    """Runs :func:`extract_file` in a child process, one file at a time.
+
+    Why: PyMuPDF's page calls hold the GIL for their whole duration, and a large document's
+    passages and word boxes are ~1M Python objects whose construction triggers garbage
+    collections that hold it too; run on a thread of the desktop app, both stall its UI thread
+    (measured 50-180 ms stalls during a 300-page add, ``bench/ui_stall.py``). The child has its
+    own GIL and heap. This process only unpickles the finished document, whose passages carry
+    their word boxes already packed (``Passage.packed_words``, ``words`` empty): with that, the
+    300-page add's longest UI stall went from 67-111 ms to 15-39 ms.
+
+    The child (``python -c``, started on the first call, kept for the next ones until
+    :meth:`close`) counts word pieces with a counter it makes by calling ``counter_factory`` (a
+    picklable callable), so its documents are the ones :func:`extract_file` makes here. It exits
+    as soon as this process closes its connection or dies, even by ``kill -9`` (a thread of the
+    child always waits on the connection). If the child dies while reading a file (a PDF that
+    crashes MuPDF), that file fails with :class:`CorruptFileError`; the next call starts a new one.
+
+    Cancellation: OCR page progress comes back as messages and is passed to ``ocr_progress`` on
+    the calling thread; when that raises, or ``cancel`` is set, the call stops the child (reading
+    a file holds nothing worth keeping) and raises at once.
+
+    POSIX only (the child inherits a socket); :attr:`supported` says whether it runs here.
+
+    Threading contract: calls to :meth:`extract` are serialised by a lock; :meth:`close` may be
+    called from any thread (a running call then fails).
+    """
+
+    supported = os.name == "posix"
+
+    def __init__(self, counter_factory: Callable[[], TokenCounter]) -> None:
+        self._factory = counter_factory
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
+
+    def extract(
+        self,
+        path: Path,
+        *,
+        settings: IngestSettings,
+        ocr_progress: OcrProgress | None = None,
+        cancel: threading.Event | None = None,
+    ) -> IngestedDocument:
+        """:func:`extract_file` in the child; raises what it raises."""
+        path = Path(path)
+        with self._lock:
+            try:
+                conn = self._start()
+                conn.send((path, settings))
+                while True:
+                    if cancel is not None and cancel.is_set():
+                        self._stop()
+                        raise CancelledError("Adding was cancelled.")
+                    if not conn.poll(_POLL_S):
+                        continue
+                    kind, payload = conn.recv()
+                    if kind != "ocr":
+                        break
+                    if ocr_progress is not None:
+                        try:
+                            ocr_progress(*payload)
+                        except BaseException:
+                            self._stop()
+                            raise
+            except (EOFError, OSError) as exc:
+                code = self._stop()
+                raise CorruptFileError(
+                    f"{path.name}: the document reader stopped while reading it (exit code "
+                    f"{code}).",
+                    path=path,
+                    hint="The file may be damaged; re-download or re-export it, then add it again.",
+                ) from exc
+        if kind == "error":
+            raise _rebuild_error(payload, path)
+        doc: IngestedDocument = payload
+        return doc
+
+    def close(self) -> None:
+        """Stop the child (it exits when its connection closes)."""
+        self._stop()
+
+    def _start(self) -> Connection:
+        if self._conn is not None and self._proc is not None and self._proc.poll() is None:
+            return self._conn
+        self._stop()
+        ours, theirs = Pipe()
+        fd = theirs.fileno()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-c", _CHILD_MAIN.format(path=sys.path), str(fd)],
+                pass_fds=[fd],
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            theirs.close()
+        self._conn = ours
+        ours.send(self._factory)
+        logger.debug("started the extraction process %s", self._proc.pid)
+        return ours
+
+    def _stop(self) -> int | None:
+        conn, proc = self._conn, self._proc
+        self._conn = self._proc = None
+        if conn is not None:
+            conn.close()
+        if proc is None:
+            return None
+        try:
+            return proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait()
+
+
+_ErrorState = tuple[str, str, str | None, str]
+
+
+def _rebuild_error(state: _ErrorState, path: Path) -> SourcebookError:
+    """The child's error again (the classes' keyword arguments do not survive pickling)."""
+    name, message, hint, err_path = state
+    cls = getattr(errors, name, None)
+    if cls is CancelledError:
+        return CancelledError(message, hint=hint)
+    if not (isinstance(cls, type) and issubclass(cls, IngestError)):
+        cls = CorruptFileError
+    return cls(message, path=err_path or path, hint=hint)
+
+
+def _serve_parent(fd: int) -> None:
+    """The child's side of :class:`ExtractorProcess`: read files, send documents or errors."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    conn = Connection(fd)
+    jobs: queue.Queue[Any] = queue.Queue()
+
+    def read() -> None:
+        # Always waiting on the connection, so the child ends as soon as the parent closes it
+        # or dies, even in the middle of a file.
+        try:
+            while True:
+                jobs.put(conn.recv())
+        except (EOFError, OSError):
+            pass
+        os._exit(0)
+
+    threading.Thread(target=read, name="sourcebook-extract-reader", daemon=True).start()
+    count_tokens: TokenCounter = jobs.get()()
+
+    def on_ocr(done: int, of: int) -> None:
+        conn.send(("ocr", (done, of)))
+
+    while True:
+        path, settings = jobs.get()
+        try:
+            doc = extract_file(
+                path, settings=settings, count_tokens=count_tokens, ocr_progress=on_ocr
+            )
+        except SourcebookError as exc:
+            err_path = exc.path if isinstance(exc, IngestError) else ""
+            state: _ErrorState = (type(exc).__name__, exc.message, exc.hint, err_path)
+            conn.send(("error", state))
+        except Exception as exc:  # a parser bug must not end the child
+            logger.exception("extracting %s failed", path)
+            conn.send(("error", ("CorruptFileError", f"Could not read {path}: {exc}", None, "")))
+        else:
+            buf = io.BytesIO()
+            _DocumentPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(("done", doc))
+            conn.send_bytes(buf.getbuffer())
+            del doc, buf
+
+
+class _DocumentPickler(pickle.Pickler):
+    """Sends each passage's word boxes packed (:mod:`graph.wordpack`) instead of as ``Word``
+    objects.
+
+    A 300-page PDF has ~150k word boxes. As objects they made most of its 20 MB pickle, and
+    this process spent ~0.5 s of GIL-holding Python building them again, then packed them for
+    the catalog: the desktop's UI thread waited behind both. Packed here, the parent only
+    copies bytes into the catalog. Any pickle loader reads it.
+    """
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is Passage and obj.words:
+            fields = {**dict(obj), "words": [], "packed_words": pack_words(obj.words)}
+            return _packed_passage, (fields, obj.model_fields_set)
+        return NotImplemented
+
+
+def _packed_passage(fields: dict[str, Any], fields_set: set[str]) -> Passage:
+    """A passage :class:`_DocumentPickler` sent (the child validated it already)."""
+    return Passage.model_construct(fields_set, **fields)
