@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from research_fixtures import (
     act,
     models,
@@ -15,7 +16,10 @@ from research_fixtures import (
     worker_script,
 )
 
+from core.library import Evidence
+from core.research import writer as writer_module
 from core.research.schemas import ResearchLimits
+from core.research.writer import key_sentences
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
@@ -131,7 +135,9 @@ def test_short_answer_naming_what_the_passage_lacks_is_flagged(research_app: Sou
     assert report.markdown.splitlines()[0].endswith("⚠")
 
 
-def test_answer_step_sees_only_cited_passages(research_app: Sourcebook) -> None:
+def test_answer_step_reads_the_sentences_most_related_to_the_question(
+    research_app: Sourcebook, monkeypatch: pytest.MonkeyPatch
+) -> None:
     founded = pid_with(research_app, "founded in 1921")
     dredging = pid_with(research_app, "Dredging of the main channel")
     planner = ScriptedLLM([plan(("q1", QUESTION, []))])
@@ -144,13 +150,55 @@ def test_answer_step_sees_only_cited_passages(research_app: Sourcebook) -> None:
         ]
     )
     writer = ScriptedLLM([short("Mayor Ellen Park", ["E1"]), "It was founded in 1921 [E1]."])
+    monkeypatch.setattr(writer_module, "ANSWER_SENTENCES", 1)
     report = research_app.research(
-        QUESTION, models=models(planner, researcher, writer), task="short-cited", limits=LIM
+        QUESTION, models=models(planner, researcher, writer), task="short-sentences", limits=LIM
     )
     assert writer.pending == 0
     answer_call, body_call = writer.history
-    assert "Dredging" not in answer_call.messages[-1].content
+    shown = answer_call.messages[-1].content
+    assert "[E1] Northport Harbor Report\n" in shown and "founded in 1921 by Mayor" in shown
+    assert "Dredging" not in shown
     assert answer_call.json_schema is not None and "E2" not in str(answer_call.json_schema)
-    # the writer still gets every passage read, the uncited one last
+    # the writer still gets every passage read, whole
     assert "Dredging" in body_call.messages[-1].content
     assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
+
+
+def test_key_sentences_pick_the_answering_sentence_across_passages(embedder: Any) -> None:
+    def ev(eid: str, title: str, text: str) -> Evidence:
+        return Evidence(
+            evidence_id=eid,
+            passage_id=eid,
+            doc_id="d",
+            title=title,
+            source_uri="",
+            kind="text",
+            text=text,
+            passage_text=text,
+        )
+
+    journal = ev(
+        "a",
+        "Journal of Psychotherapy Integration",
+        "The Journal of Psychotherapy Integration is a peer-reviewed academic journal published "
+        "by the American Psychological Association. The editor-in-chief is Jennifer Callahan. "
+        "It is abstracted and indexed in several databases.",
+    )
+    hall = ev(
+        "b",
+        "Adolescence",
+        "The formal study of adolescent psychology began in 1904. Hall, who was the first "
+        "president of the American Psychological Association, wrote that book. Later authors "
+        "disagreed with its views.",
+    )
+    picked = key_sentences(
+        ["Who was the first president of the American Psychological Association?"],
+        [journal, hall],
+        embedder.embed,
+        limit=2,
+    )
+    assert any(s.startswith("Hall, who was the first president") for s in picked["b"])
+    assert not any("Jennifer Callahan" in s for s in picked.get("a", []))
+    # in passage order within a passage, and nothing beyond the limit
+    assert sum(len(v) for v in picked.values()) == 2

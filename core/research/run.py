@@ -256,7 +256,7 @@ def _run(
     with ctx.log.span(ctx.task, ctx.run, "stage", "writing"):
         answer = ""
         if ctx.limits.short_answer:
-            answer = writer.short_answer(ctx, req.question, st.plan, notes, evidence, labels)
+            answer = writer.short_answer(ctx, req.question, st.plan, evidence, labels)
             if answer and on_token is not None:
                 on_token(answer + "\n\n")
         draft = writer.write(ctx, req.question, st.plan, notes, evidence, labels, on_token, answer)

@@ -10,7 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+import numpy as np
+
 from core.errors import ModelError
+from core.ingest.chunking import sentence_ranges
 from core.library import Evidence
 from core.research.citations import credibility
 from core.research.context import RunContext, invalid_output
@@ -21,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 EVIDENCE_CHARS = 1500
 ANSWER_MAX_TOKENS = 400
+ANSWER_SENTENCES = 8  # sentences the short-answer step reads, across all passages
 
 
 def cited_ids(notes: list[ResearchNotes], on_topic: bool = False) -> list[str]:
@@ -75,25 +79,34 @@ def short_answer(
     ctx: RunContext,
     question: str,
     plan: ResearchPlan,
-    notes: list[ResearchNotes],
     evidence: list[Evidence],
     labels: dict[str, str],
 ) -> str:
     """The report's opening line, ``**Answer:** ... [E2][E5]``, or "" when the model finds no
     answer in the passages (or its output is invalid twice): the report then opens as before.
 
-    It sees only the passages the notes' findings cite (all of them if none is cited): a
-    passage a worker read but found nothing in is a distractor to a 1.5B reader.
+    It reads not whole passages but their :data:`ANSWER_SENTENCES` sentences most similar to
+    the question or a plan query (:func:`key_sentences`), each under its passage's label and
+    title: given whole passages, the 1.5B named the journal's editor (a sentence of the first
+    passage) as the association's first president, though the passage saying "Hall, who was the
+    first president of the American Psychological Association" was beside it.
 
     A separate, schema-bound step because a 1.5B writer asked to answer first in free text
     restated the question or copied the instruction; in a bounded structure (steps first,
     labels from an enum) it gives a short, cited answer. Whether the answer is right is still
     the model's reading: the claim check flags a name the cited passage lacks."""
     llm = ctx.model("writer")
-    cited = set(cited_ids(notes))
-    evidence = [e for e in evidence if e.evidence_id in cited] or evidence
-    shown = {e.evidence_id for e in evidence}
-    labels = {k: v for k, v in labels.items() if v in shown}
+    queries = [question, *(q.query for q in plan.queries)]
+    picked = key_sentences(queries, evidence, ctx.library.embedder.embed, ANSWER_SENTENCES)
+    if not picked:
+        return ""
+    labels = {k: v for k, v in labels.items() if v in picked}
+    by_id = {v: k for k, v in labels.items()}
+    block = "\n\n".join(
+        f"[{by_id[ev.evidence_id]}] {ev.title}\n" + " … ".join(picked[ev.evidence_id])
+        for ev in evidence
+        if ev.evidence_id in picked
+    )
     schema = short_answer_model(list(labels))
     budget = answer_budget(llm, ANSWER_MAX_TOKENS)
     msgs = fit_messages(
@@ -102,7 +115,7 @@ def short_answer(
         {
             "question": question,
             "steps": [q.query for q in plan.queries],
-            "evidence": evidence_block(evidence, labels),
+            "evidence": block,
         },
         {"evidence": "head"},
         budget,
@@ -123,6 +136,32 @@ def short_answer(
     if not data["answered"] or not answer or not cites:
         return ""
     return f"**Answer:** {answer} " + "".join(f"[{c}]" for c in cites) + "."
+
+
+def key_sentences(
+    queries: list[str],
+    evidence: list[Evidence],
+    embed: Callable[[list[str]], np.ndarray],
+    limit: int = ANSWER_SENTENCES,
+) -> dict[str, list[str]]:
+    """Evidence id -> its sentences among the ``limit`` most similar (cosine of the embedder's
+    normalised vectors) to any of ``queries``, in passage order; passages with none are left
+    out. Ties keep the evidence order (the more credible passage first)."""
+    sents: list[tuple[str, int, str]] = []
+    for ev in evidence:
+        text = " ".join(ev.text.split())
+        for n, (a, b) in enumerate(sentence_ranges(text)):
+            sents.append((ev.evidence_id, n, text[a:b]))
+    if not sents:
+        return {}
+    vecs = np.asarray(embed([*queries, *(t for _, _, t in sents)]), dtype=np.float32)
+    best = (vecs[len(queries) :] @ vecs[: len(queries)].T).max(axis=1)
+    top = sorted(np.argsort(-best, kind="stable")[:limit].tolist())
+    out: dict[str, list[str]] = {}
+    for i in top:
+        ev_id, _, text = sents[i]
+        out.setdefault(ev_id, []).append(text)
+    return out
 
 
 def write(
