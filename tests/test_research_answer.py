@@ -19,7 +19,7 @@ from research_fixtures import (
 from core.library import Evidence
 from core.research import writer as writer_module
 from core.research.schemas import ResearchLimits
-from core.research.writer import key_sentences
+from core.research.writer import key_sentences, strip_restatement
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
@@ -202,3 +202,19 @@ def test_key_sentences_pick_the_answering_sentence_across_passages(embedder: Any
     assert not any("Jennifer Callahan" in s for s in picked.get("a", []))
     # in passage order within a passage, and nothing beyond the limit
     assert sum(len(v) for v in picked.values()) == 2
+
+
+def test_a_restated_question_is_cut_from_the_answer() -> None:
+    q = "Who was the first president of the association which published the Journal of Ethics?"
+    restated = (
+        "The first president of the association that published the Journal of Ethics was Ann Lee"
+    )
+    assert strip_restatement(restated, q) == "Ann Lee"
+    # kept whole: a subject the question does not name, no copula, or nothing after it
+    kept = [
+        "The average snowfall in Seattle is 6.8 inches",
+        "Germany had imperial interests in Ethiopia",
+        "Ann Lee",
+    ]
+    for answer in kept:
+        assert strip_restatement(answer, q) == answer

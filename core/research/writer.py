@@ -8,6 +8,7 @@ maps labels back to evidence ids (full ids are accepted too).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -19,6 +20,7 @@ from core.research.citations import credibility
 from core.research.context import RunContext, invalid_output
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
 from core.research.schemas import ResearchNotes, ResearchPlan, short_answer_model
+from core.research.words import content_words
 
 logger = logging.getLogger(__name__)
 
@@ -129,13 +131,33 @@ def short_answer(
         logger.info("short answer failed (%s); the report opens without one", exc)
         return ""
     data = out.model_dump()
-    answer = " ".join(str(data["answer"]).split()).rstrip(" .")
+    answer = strip_restatement(" ".join(str(data["answer"]).split()).rstrip(" ."), question)
     cites = list(dict.fromkeys(data["labels"]))
     if not cites:  # the steps' labels stand in when the answer itself cites none
         cites = list(dict.fromkeys(s["label"] for s in data["steps"] if s["label"]))[-2:]
     if not data["answered"] or not answer or not cites:
         return ""
     return f"**Answer:** {answer} " + "".join(f"[{c}]" for c in cites) + "."
+
+
+_COPULA = re.compile(r"\s(?:was|is|are|were)\s")
+
+
+def strip_restatement(answer: str, question: str) -> str:
+    """The answer without a restated question: "The first president of the association that
+    published X was G. Stanley Hall" -> "G. Stanley Hall".
+
+    Asked for only the answering words, the 1.5B still often wrote a sentence whose subject is
+    the question's own phrase. The cut is made at the first was/is/are/were whose subject's
+    content words all occur in the question (at least two of them), and only when something is
+    left after it; any other answer is kept whole."""
+    asked = content_words(question)
+    for m in _COPULA.finditer(answer):
+        subject, rest = answer[: m.start()], answer[m.end() :].strip()
+        words = content_words(subject)
+        if len(words) >= 2 and words <= asked and rest:
+            return rest
+    return answer
 
 
 def key_sentences(
