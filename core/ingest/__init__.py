@@ -294,13 +294,14 @@ class ExtractorProcess:
     the calling thread; when that raises, or ``cancel`` is set, the call stops the child (reading
     a file holds nothing worth keeping) and raises at once.
 
-    POSIX only (the child inherits a socket); :attr:`supported` says whether it runs here.
+    POSIX only (the child inherits a socket), and only where ``sys.executable`` is a Python
+    interpreter (not in a frozen bundle); :attr:`supported` says whether it runs here.
 
     Threading contract: calls to :meth:`extract` are serialised by a lock; :meth:`close` may be
     called from any thread (a running call then fails).
     """
 
-    supported = os.name == "posix"
+    supported = os.name == "posix" and not getattr(sys, "frozen", False)
 
     def __init__(self, counter_factory: Callable[[], TokenCounter]) -> None:
         self._factory = counter_factory
