@@ -3,9 +3,9 @@
 Hard limits (tool calls, steps) and stop rules (enough evidence; the last two searches returned
 the same passages) end the loop; a worker must search before it may finish, and before its notes
 it reads its best unread hits up to ``read_top`` passages (best-ranked first; among equal ranks,
-the latest search's first). When the model's
-action is invalid even after its retry, a deterministic default action keeps the worker moving
-(search first, then fetch the best unread hit, then finish), so a small model still completes.
+the latest search's first). When the model's action is invalid even after its retry, a
+deterministic default action keeps the worker moving (search first, then fetch the best unread
+hit, then finish), so a small model still completes.
 
 The notes' findings may cite only ids this worker fetched completely (an enum built per call).
 """

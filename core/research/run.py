@@ -318,19 +318,18 @@ def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: _State
     # What a dependent query builds on: only the on-topic findings of the queries it depends
     # on (a neighbour's finding, "The Fowler River is in New Hampshire", steered the next
     # query's searches to rivers instead of to the country the Bubye River is in).
+    def deps(q: ResearchQuery) -> list[ResearchNotes]:
+        return [st.notes[d] for d in q.depends_on if d in st.notes]
+
     def context_for(q: ResearchQuery) -> str:
-        deps = [st.notes[d] for d in q.depends_on if d in st.notes]
-        return "\n".join(n.compressed(600, on_topic=True) for n in deps)
+        return "\n".join(n.compressed(600, on_topic=True) for n in deps(q))
 
     def bridge_for(q: ResearchQuery) -> str:
-        deps = [st.notes[d] for d in q.depends_on if d in st.notes]
-        return " ".join(f.claim for n in deps for f in n.on_topic())
+        return " ".join(f.claim for n in deps(q) for f in n.on_topic())
 
     def focus_for(q: ResearchQuery) -> str:
-        deps = [st.notes[d] for d in q.depends_on if d in st.notes]
-        if not deps:
-            return ""
-        return focus_terms(q.query, " ".join(n.query for n in deps), bridge_for(q))
+        before = " ".join(n.query for n in deps(q))
+        return focus_terms(q.query, before, bridge_for(q)) if before else ""
 
     workers = min(ctx.limits.max_workers, len(batch))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="researcher") as pool:
