@@ -45,6 +45,7 @@ from core.ingest import (
     extract_file,
     iter_jsonl,
 )
+from core.ingest.entities import named_entity_ids
 from core.ingest.web import fetch_url, looks_like_url
 from core.settings import Settings
 from core.vectors import ReembedResult
@@ -583,9 +584,10 @@ class Library:
                 logger.warning("vector search compares unlike vectors. %s", self._mismatch)
             vector = self.embedder.embed([query])[0]
         use_graph = self.settings.retrieval.graph_expansion if graph is None else graph
+        entities = named_entity_ids(query) if use_graph else []
         with translate_errors():
             return self.store.search(
-                query, vector, k=k, filters=filters, mode=mode, graph=use_graph
+                query, vector, k=k, filters=filters, mode=mode, graph=use_graph, entities=entities
             )
 
     def evidence(self, evidence_id: str) -> Evidence:

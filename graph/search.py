@@ -21,7 +21,8 @@ keyword hit *and* the dense list is flat; a passage found by both rises.
 Graph expansion (``graph=True``): graph scores from :meth:`graph.view.GraphView.expand`
 (personalized PageRank over the local passage-entity graph, HippoRAG-style, plus the
 previous/next passages of the seeds), seeded by the first ``min(ceil(k / 2), 5)`` fused hits
-weighted by their scores. Expansion candidates get their exact dense score (from their stored
+weighted by their scores and by the entities the query names (the caller extracts them).
+Expansion candidates get their exact dense score (from their stored
 vectors) in the fused formula above, and every candidate gets ``+ gamma * g`` with ``g`` in
 [0, 1]; the first ``ceil(k / 2)`` fused hits keep their places, so weak expansions cannot push
 out the strongest direct evidence.
@@ -32,7 +33,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -184,6 +185,7 @@ class Searcher:
         graph: bool,
         passage_meta: Callable[[list[str]], dict[str, Passage]],
         doc_allowed: Callable[[str], bool],
+        entities: Sequence[str] = (),
     ) -> tuple[list[Scored], dict[str, Passage]]:
         """The top ``k`` candidates, best first, with the metadata of their passages."""
         depth = max(50, 4 * k)
@@ -191,7 +193,7 @@ class Searcher:
         fused, score_fn = fuse(dense, kw, depth=depth)
         order = sorted(fused.values(), key=lambda s: -s.score)
         if graph and order:
-            order = self._expand(order, k, vector, score_fn, passage_meta, doc_allowed)
+            order = self._expand(order, k, vector, score_fn, passage_meta, doc_allowed, entities)
         top = order[:k]
         meta = passage_meta([s.passage_id for s in top])
         top = [s for s in top if s.passage_id in meta]
@@ -207,11 +209,12 @@ class Searcher:
         score_fn: Callable[[float | None, float | None], float],
         passage_meta: Callable[[list[str]], dict[str, Passage]],
         doc_allowed: Callable[[str], bool],
+        entities: Sequence[str],
     ) -> list[Scored]:
         keep = math.ceil(k / 2)
         n_seeds = min(keep, 5)
         seeds = {s.passage_id: max(s.score, 1e-6) for s in order[:n_seeds]}
-        g = self.view.expand(seeds)
+        g = self.view.expand(seeds, entities=entities)
         if not g:
             return order
         by_id = {s.passage_id: s for s in order}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -344,8 +345,12 @@ class GraphStore:
         filters: SearchFilters | None = None,
         mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
         graph: bool = False,
+        entities: Sequence[str] = (),
     ) -> list[SearchHit]:
-        """Top ``k`` passages for a query (see :mod:`graph.search` for the ranking)."""
+        """Top ``k`` passages for a query (see :mod:`graph.search` for the ranking).
+
+        ``entities`` are the ids of entities the query names; graph expansion seeds on them too.
+        """
         if k <= 0:
             return []
         if mode == "vector" and vector is None:
@@ -371,6 +376,7 @@ class GraphStore:
                 graph=graph,
                 passage_meta=self._catalog.passage_meta,
                 doc_allowed=doc_allowed,
+                entities=entities,
             )
         except GraphError:
             raise

@@ -28,6 +28,12 @@ NEIGHBOUR_SCORE = 0.5
 # pulled in, though the entity still links the seeds it touches.
 HUB_PASSAGES = 200
 PER_ENTITY_PASSAGES = 50
+# With entities the query names, they start this share of PageRank's walks (each weighted by
+# its specificity, 1 / passages naming it) and the top hits the rest. HippoRAG seeds on query
+# entities alone; the hits keep the walk on topic when a name is common or missing.
+# MuSiQue hybrid+graph recall@5 (bench/retrieval_quality.py): no entity seeds .65 / .67,
+# share .3 .73, .5 .71, .7 .71, 1.0 .69.
+ENTITY_SEED_SHARE = 0.5
 
 
 def page_node(doc_id: str, page_index: int) -> str:
@@ -137,14 +143,16 @@ class GraphView:
     def entity_degree(self, eid: str) -> int:
         return sum(1 for n in self.g.adj[eid] if is_passage(n))
 
-    def _local_subgraph(self, seeds: Iterable[str]) -> tuple[nx.Graph, dict[str, str]]:
-        """The seeds' entities, the passages of non-hub entities, co-mention edges among
-        those entities (a bipartite passage-entity graph, HippoRAG's shape); and the seeds'
-        previous/next passages (neighbour -> seed)."""
+    def _local_subgraph(
+        self, seeds: Iterable[str], extra_entities: Iterable[str] = ()
+    ) -> tuple[nx.Graph, dict[str, str]]:
+        """The seeds' entities (plus ``extra_entities``), the passages of non-hub entities,
+        co-mention edges among those entities (a bipartite passage-entity graph, HippoRAG's
+        shape); and the seeds' previous/next passages (neighbour -> seed)."""
         g = self.g
         sub: nx.Graph = nx.Graph()
         neighbours: dict[str, str] = {}
-        entities: set[str] = set()
+        entities: set[str] = {e for e in extra_entities if e in g}
         for s in seeds:
             if s not in g:
                 continue
@@ -179,20 +187,29 @@ class GraphView:
         self,
         seeds: dict[str, float],
         *,
+        entities: Iterable[str] = (),
         allowed: Callable[[str], bool] | None = None,
         damping: float = 0.5,
     ) -> dict[str, float]:
         """Graph scores in [0, 1] for passages near ``seeds`` (passage -> weight), seeds excluded.
 
         A passage's score is the larger of (a) its personalized PageRank over the local
-        passage-entity graph, seeded by ``seeds`` and scaled so the best non-seed passage is 1,
-        and (b) ``NEIGHBOUR_SCORE`` times the relative weight of the seed it follows or
-        precedes. ``allowed`` filters passages. ``damping`` is the probability of following an
-        edge; HippoRAG's 0.5 keeps the mass close to the seeds.
+        passage-entity graph, seeded by ``seeds`` and the ``entities`` a query names (see
+        ``ENTITY_SEED_SHARE``), scaled so the best non-seed passage is 1, and (b)
+        ``NEIGHBOUR_SCORE`` times the relative weight of the seed it follows or precedes.
+        ``allowed`` filters passages. ``damping`` is the probability of following an edge;
+        HippoRAG's 0.5 keeps the mass close to the seeds.
         """
         with self._lock:
-            sub, neighbours = self._local_subgraph(seeds)
-        present = {s: w for s, w in seeds.items() if s in sub and w > 0}
+            sub, neighbours = self._local_subgraph(seeds, entities)
+            present = {s: w for s, w in seeds.items() if s in sub and w > 0}
+            named = {e: 1.0 / max(self.entity_degree(e), 1) for e in entities if e in sub}
+        if named:
+            total = sum(present.values())
+            share = ENTITY_SEED_SHARE if total > 0 else 1.0
+            present = {s: (1 - share) * w / total for s, w in present.items()}
+            etotal = sum(named.values())
+            present.update({e: share * w / etotal for e, w in named.items()})
         out: dict[str, float] = {}
         if present and sub.number_of_edges() > 0:
             try:

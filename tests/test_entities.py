@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from core.ingest.chunking import Block, chunk_blocks
-from core.ingest.entities import extract_mentions, find_entities
+from core.ingest.entities import extract_mentions, find_entities, named_entity_ids
+from graph.ids import entity_id
 
 
 def _types(text: str) -> dict[str, str]:
@@ -62,3 +63,10 @@ def test_fast() -> None:
     for _ in range(500):
         find_entities(text)
     assert time.perf_counter() - t0 < 5.0  # ~0.5 MB of text
+
+
+def test_named_entity_ids_of_a_question() -> None:
+    question = "What is the name of the waterfall in the country where the Bubye River is found?"
+    ids = named_entity_ids(question)
+    assert ids == [entity_id("Bubye River")]
+    assert named_entity_ids("what is revenue?") == []

@@ -219,6 +219,33 @@ def test_graph_expansion_adds_bridge_passages(store: GraphStore) -> None:
     assert "graph" in scoped[2].signals  # the next passage of a seed
 
 
+def test_graph_expansion_seeds_on_entities_the_query_names(store: GraphStore) -> None:
+    """HippoRAG's seeding: the passage naming the query's entity enters the results though
+    the vector list ranks twenty noise passages above it."""
+    q = unit("waterfall")
+    named = make_doc(
+        "river",
+        ["The Bubye River flows through Zimbabwe.", "Its basin is dry."],
+        entities={0: ["Bubye River", "Zimbabwe"]},
+    )
+    add(store, named, np.stack([mix(q, unit("r1"), 0.45), mix(q, unit("r2"), 0.05)]))
+    for i in range(20):  # separate documents: no next-passage links among them
+        noise = make_doc(f"noise {i}", [f"A waterfall note number {i}."])
+        add(store, noise, np.stack([mix(q, unit(f"w{i}"), 0.5 + 0.005 * i)]))
+    river = named.passages[0].passage_id
+    text = "waterfall in the country of the Bubye River"
+    without = {h.evidence_id for h in store.search(text, q, k=6, mode="vector", graph=True)}
+    assert river not in without
+    hits = store.search(
+        text, q, k=6, mode="vector", graph=True, entities=[entity_id("Bubye River")]
+    )
+    found = {h.evidence_id: h for h in hits}
+    assert river in found and "graph" in found[river].signals
+    # an entity the library does not know changes nothing
+    unknown = store.search(text, q, k=6, mode="vector", graph=True, entities=[entity_id("Nile")])
+    assert {h.evidence_id for h in unknown} == without
+
+
 def test_ann_index_and_optimize_keep_results(tmp_path: Path) -> None:
     rng = np.random.default_rng(7)
     with GraphStore.open(

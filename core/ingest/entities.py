@@ -335,3 +335,8 @@ def extract_mentions(
                 )
             )
     return out
+
+
+def named_entity_ids(text: str) -> list[str]:
+    """Graph ids of the entities ``text`` names (a search query), without repeats."""
+    return list(dict.fromkeys(entity_id(name) for _s, _e, name, _t in find_entities(text)))
