@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from core.ingest.chunking import Block, chunk_blocks
-from core.ingest.entities import extract_mentions, find_entities, named_entity_ids
+from core.ingest.entities import extract_mentions, find_entities, named_entity_ids, title_names
 from graph.ids import entity_id
 
 
@@ -70,3 +70,20 @@ def test_named_entity_ids_of_a_question() -> None:
     ids = named_entity_ids(question)
     assert ids == [entity_id("Bubye River")]
     assert named_entity_ids("what is revenue?") == []
+
+
+def test_a_disambiguated_title_also_names_its_bare_name() -> None:
+    assert title_names("Brand (play)") == ["Brand (play)", "Brand"]
+    assert title_names("Brother (Pearl Jam song)") == ["Brother (Pearl Jam song)", "Brother"]
+    assert title_names("Annual report") == ["Annual report"]
+    assert title_names("(draft)") == ["(draft)"]
+    res = chunk_blocks(
+        [Block("paragraph", "Brand is a play by Henrik Ibsen.")],
+        content_sha256="ab" * 32,
+        doc_id="doc_x",
+        max_tokens=64,
+        count_tokens=lambda texts: [len(t.split()) for t in texts],
+    )
+    mentions = extract_mentions(res.passages, title="Brand (play)")
+    titles = {m.entity_id for m in mentions if m.type == "title"}
+    assert titles == {entity_id("Brand (play)"), entity_id("Brand")}

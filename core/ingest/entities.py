@@ -285,6 +285,16 @@ def find_entities(text: str) -> list[tuple[int, int, str, str]]:
     return found
 
 
+_DISAMBIGUATED = re.compile(r"^(?P<name>[^()]+?)\s+\((?P<what>[^()]+)\)$")
+
+
+def title_names(title: str) -> list[str]:
+    """The names a title gives its document: the title, and for a disambiguated title such as
+    "Brand (play)" or "Brother (Pearl Jam song)" also the bare name, as text calls it."""
+    m = _DISAMBIGUATED.match(title.strip())
+    return [title, m.group("name")] if m else [title]
+
+
 def extract_mentions(
     passages: Sequence[Passage], *, title: str | None = None
 ) -> list[EntityMention]:
@@ -300,20 +310,21 @@ def extract_mentions(
         starts = [sp.start for sp in p.spans]
         if title and p.ordinal == 0:
             sp = p.spans[0]
-            t_end = sp.start + len(title) if p.text.startswith(title, sp.start) else sp.end
-            eid = entity_id(title)
-            seen.add((eid, sp.span_id))
-            out.append(
-                EntityMention(
-                    entity_id=eid,
-                    name=title,
-                    type="title",
-                    passage_id=p.passage_id,
-                    span_id=sp.span_id,
-                    start=sp.start,
-                    end=t_end,
+            for name in title_names(title):
+                t_end = sp.start + len(name) if p.text.startswith(name, sp.start) else sp.end
+                eid = entity_id(name)
+                seen.add((eid, sp.span_id))
+                out.append(
+                    EntityMention(
+                        entity_id=eid,
+                        name=name,
+                        type="title",
+                        passage_id=p.passage_id,
+                        span_id=sp.span_id,
+                        start=sp.start,
+                        end=t_end,
+                    )
                 )
-            )
         k = 0
         for s, e, name, type_ in find_entities(p.text):
             while k + 1 < len(starts) and starts[k + 1] <= s:
