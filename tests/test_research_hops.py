@@ -15,7 +15,8 @@ from research_fixtures import (
     research_app,  # noqa: F401 - fixture
 )
 
-from core.research.schemas import Finding, ResearchLimits, ResearchNotes
+from core.research.schemas import Boundary, Finding, ResearchLimits, ResearchNotes
+from core.research.tools import Fetched, Scope, Tools
 from core.research.words import focus_terms, names
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
@@ -166,3 +167,32 @@ def test_dependent_query_builds_on_on_topic_findings_only(research_app: Sourcebo
     # the writer sees passages cited by on-topic findings first (same document: credibility ties)
     passages = writer.history[0].messages[-1].content.rsplit("<data>", 1)[1]
     assert passages.index("founded in 1921") < passages.index("4,200 ships")
+
+
+def test_discover_expands_through_the_graph_inside_the_boundary(
+    research_app: Sourcebook,
+) -> None:
+    """discover_evidence ranks with graph expansion (the next hop's passage shares an entity
+    with the best hit), and the expansion never leaves the run's boundary: the classified memo
+    names Northport too but is outside the "ports" collection."""
+    secret = pid_with(research_app, "Victor Hale")
+    query = "Who founded the Northport harbor authority?"
+    plain = [h.evidence_id for h in research_app.search(query, k=4, collections=["ports"])]
+    graph = research_app.search(query, k=4, collections=["ports"], graph=True)
+    assert [h.evidence_id for h in graph] != plain
+    assert any("graph" in h.signals for h in graph)
+    log = research_app.task_log()
+    scope = Scope(research_app.library, Boundary(collections=("ports",)))
+    for on in (True, False):
+        tools = Tools(
+            research_app.library,
+            scope,
+            ResearchLimits(discover_k=4, discover_graph=on),
+            log,
+            "graph-discover",
+            1,
+            Fetched(),
+        )
+        got = tools.discover_evidence(query).ids
+        assert got == ([h.evidence_id for h in graph] if on else plain)
+        assert secret not in got

@@ -372,7 +372,8 @@ def test_dependencies_and_concurrency(research_app: Sourcebook) -> None:
             "Eastline carries 30,000 passengers a day [E2]."
         ]
     )
-    limits = ResearchLimits(max_workers=2, max_rounds=1, short_answer=False)
+    # plain search: the script's steps assume these hit lists (graph hits add a stop-rule turn)
+    limits = ResearchLimits(max_workers=2, max_rounds=1, short_answer=False, discover_graph=False)
     report = research_app.research(
         "Compare harbor and railway",
         models=models(planner, researcher, writer),

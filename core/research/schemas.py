@@ -133,6 +133,12 @@ class ResearchLimits(BaseModel):
     fetch_chars: int = Field(12000, ge=200, description="Characters per evidence fetch.")
     max_rounds: int = Field(2, ge=1, description="Research rounds (first + follow-ups).")
     discover_k: int = Field(6, ge=1, le=50, description="Hits per discover_evidence call.")
+    discover_graph: bool = Field(
+        True,
+        description="discover_evidence expands its hits through the knowledge graph (passages "
+        "sharing the query's or the best hits' entities): it finds the next hop's passage "
+        "(MuSiQue recall@5 .67 -> .77).",
+    )
     enough_fetches: int = Field(6, ge=1, description="A worker stops after this many fetches.")
     read_top: int = Field(
         3,

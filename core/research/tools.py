@@ -277,6 +277,7 @@ class Tools:
             hits = self.library.search(
                 query,
                 k=self.limits.discover_k,
+                graph=self.limits.discover_graph,
                 doc_refs=sorted(self.scope.allowed) if self.scope.allowed is not None else (),
             )
         except SourcebookError as exc:
