@@ -31,8 +31,9 @@ PER_ENTITY_PASSAGES = 50
 # With entities the query names, they start this share of PageRank's walks (each weighted by
 # its specificity, 1 / passages naming it) and the top hits the rest. HippoRAG seeds on query
 # entities alone; the hits keep the walk on topic when a name is common or missing.
-# MuSiQue hybrid+graph recall@5 (bench/retrieval_quality.py): no entity seeds .65 / .67,
-# share .3 .73, .5 .71, .7 .71, 1.0 .69.
+# An even split, not the best of the sweep: MuSiQue hybrid+graph recall@5 (with graph weight
+# GAMMA .25, bench/retrieval_quality.py) was .67 with no entity seeds, .73 / .71 / .71 / .69 with
+# share .3 / .5 / .7 / 1.0.
 ENTITY_SEED_SHARE = 0.5
 
 
