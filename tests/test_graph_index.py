@@ -49,3 +49,25 @@ def test_ann_index_is_rebuilt_instead_of_growing_past_max_segments(tmp_path: Pat
     assert max(segments) == MAX_ANN_SEGMENTS
     for pid in ("d0-p5", "d3-p40", "d6-p99"):  # rows of every age are found
         assert idx.vector_search(stored[pid], 5, None)[0][0] == pid
+
+
+def test_ann_search_reports_cosine_similarities_like_an_exact_scan(tmp_path: Path) -> None:
+    # hybrid fusion normalises the dense scores, so the ANN index must report the same cosine
+    # an exact scan does (a lancedb cosine index reports 2 x the cosine distance)
+    idx = PassageIndex(tmp_path / "index", DIM, ann_threshold=300, optimize_every=100)
+    rng = np.random.default_rng(5)
+    ps = passages("d", 300)
+    idx.add_passages({"d": ps})
+    v = rng.standard_normal((300, DIM)).astype(np.float32)
+    idx.set_vectors([p.passage_id for p in ps], 3.0 * v)  # stored normalised all the same
+    idx.maintain(force=True)
+    assert idx.has_ann_index()
+    for i in (3, 150, 299):
+        q = v[i] + 0.8 * v[(i + 1) % 300]
+        ann = dict(idx.vector_search(q, 5, None))
+        exact = dict(idx.vector_search(q, 5, None, exact=True))
+        assert set(ann) & set(exact)
+        for pid in set(ann) & set(exact):
+            assert abs(ann[pid] - exact[pid]) < 0.02, (pid, ann[pid], exact[pid])
+        cos = float(q @ v[i] / np.linalg.norm(q) / np.linalg.norm(v[i]))
+        assert abs(exact[ps[i].passage_id] - cos) < 1e-4
