@@ -8,8 +8,23 @@ Facts this module relies on (checked against lancedb 0.40):
   need no placeholder vector; an ``embedded`` bool column is kept for counting and filters;
 - ``merge_insert("passage_id")`` with only (passage_id, embedded, vector) updates those columns.
 
-Vector search is brute force until ``ann_threshold`` embedded rows; then an ANN index (cosine)
-is built once, folded forward by ``optimize()``, and retrained when the table has doubled.
+Vector search is brute force until ``ann_threshold`` embedded rows; then an ANN index (HNSW
+over scalar-quantised vectors, one graph) is built once, folded forward by ``optimize()``, and
+rebuilt when the table has doubled or the index would get more than ``MAX_ANN_SEGMENTS``
+segments: ``optimize()`` indexes the rows added since the last one as a new segment (lancedb
+0.40 has no option to merge them), and a query walks every segment's graph. At 100k passages an
+index of six segments answered in 11.8 ms p50, one of a single segment in 5.9 ms, two 7.4, three
+8.2 (top-50 query, same process, load ~4.5 on 2 cores; bench/search_latency.py's library). So
+that a run of small adds (``Library.add`` forces a ``maintain`` after each) cannot rebuild the
+whole index every other time, the rebuild waits until the index has grown by
+``ANN_REBUILD_GROWTH`` since it was built, or it has ``ANN_MAX_SEGMENTS_HARD`` segments.
+
+The ANN index uses the ``dot`` metric, not ``cosine``: vectors are stored L2-normalised, where
+the two agree, and a ``cosine`` index reports (without a refine step, which cost +8 ms p50 at
+100k) the squared L2 distance of the normalised vectors, 2 x the cosine distance (lancedb issue
+#3530), which skewed the dense scores hybrid fusion normalises (MuSiQue hybrid recall@5 .67 ->
+.51 with a cosine index); a ``dot`` index reports 1 - dot. A cosine index left by an older
+version is queried with ``refine_factor(1)`` (exact distances) until ``maintain`` rebuilds it.
 """
 
 from __future__ import annotations
@@ -20,7 +35,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import lancedb
 import numpy as np
@@ -34,6 +49,13 @@ from graph.schemas import Passage
 logger = logging.getLogger(__name__)
 
 TABLE = "passages"
+ANN_METRIC: Literal["dot"] = "dot"
+# A flat scan reads and scores every vector each query: at 10k passages 16 ms p50 against 6 for
+# the HNSW index (vector top-50, same process, load ~5 on 2 cores), and it grows linearly.
+ANN_THRESHOLD = 10_000
+MAX_ANN_SEGMENTS = 2
+ANN_REBUILD_GROWTH = 0.1
+ANN_MAX_SEGMENTS_HARD = 8
 
 
 def _batches(items: list[str], size: int) -> list[list[str]]:
@@ -63,7 +85,7 @@ class PassageIndex:
         path: Path,
         vector_dim: int,
         *,
-        ann_threshold: int = 50_000,
+        ann_threshold: int = ANN_THRESHOLD,
         optimize_every: int = 10_000,
     ) -> None:
         self.vector_dim = vector_dim
@@ -103,7 +125,8 @@ class PassageIndex:
             for col in ("passage_id", "doc_id"):
                 if f"{col}_idx" not in names:
                     self._table.create_index(col, config=BTree(), name=f"{col}_idx")
-            self._ann_rows = self._ann_index_rows()
+            self._read_ann_stats()
+            self._ann_built_rows = self._ann_rows
         except GraphError:
             raise
         except Exception as exc:  # lancedb raises ValueError/RuntimeError/OSError
@@ -111,12 +134,22 @@ class PassageIndex:
 
     # -- bookkeeping ------------------------------------------------------------------------
 
-    def _ann_index_rows(self) -> int:
+    def _read_ann_stats(self) -> int:
+        """Refresh what is known of the ANN index; returns its rows not yet indexed."""
+        self._ann_rows, self._ann_segments, self._ann_metric, unindexed = 0, 0, None, 0
         for info in self._table.list_indices():
             if info.name == "vector_idx":
                 stats = self._table.index_stats("vector_idx")
-                return stats.num_indexed_rows if stats is not None else 0
-        return 0
+                if stats is not None:
+                    self._ann_rows = stats.num_indexed_rows
+                    self._ann_segments = stats.num_indices or 1
+                    self._ann_metric = stats.distance_type
+                    unindexed = stats.num_unindexed_rows
+        return unindexed
+
+    def ann_segments(self) -> int:
+        """How many segments the ANN index has (0: no index)."""
+        return self._ann_segments
 
     def has_ann_index(self) -> bool:
         return self._ann_rows > 0
@@ -158,7 +191,7 @@ class PassageIndex:
             self._rows_since_optimize += n
 
     def set_vectors(self, passage_ids: list[str], vectors: np.ndarray) -> None:
-        vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+        vecs = np.array(vectors, dtype=np.float32)
         if vecs.ndim != 2 or vecs.shape != (len(passage_ids), self.vector_dim):
             raise GraphError(
                 f"expected vectors of shape ({len(passage_ids)}, {self.vector_dim}), "
@@ -166,6 +199,8 @@ class PassageIndex:
             )
         if not passage_ids:
             return
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        vecs /= np.where(norms > 0, norms, 1.0)  # the dot-metric ANN index needs unit vectors
         upd = pa.table(
             {
                 "passage_id": passage_ids,
@@ -185,8 +220,10 @@ class PassageIndex:
         """Compact and fold new rows into the indexes; build or retrain the ANN index.
 
         Cheap to call often: does nothing until ``optimize_every`` rows arrived (or ``force``).
-        ``retrain`` rebuilds an ANN index whatever its size (its partitions were learnt from
-        vectors that have since been replaced). Returns what it did, with seconds spent.
+        ``retrain`` rebuilds an ANN index whatever its size (its quantiser was learnt from
+        vectors that have since been replaced). The index is also rebuilt, instead of gaining
+        a segment, when folding the new rows in would give it more than ``MAX_ANN_SEGMENTS``
+        segments (see the module docstring). Returns what it did, with seconds spent.
         """
         done: dict[str, float] = {}
         with self._lock:
@@ -194,17 +231,30 @@ class PassageIndex:
         if not force and not retrain and pending < self.optimize_every:
             return done
         embedded = self.count("embedded")
+        unindexed = self._read_ann_stats()
+        segments = self._ann_segments + (1 if unindexed else 0)  # after optimize()
+        grown = embedded - self._ann_built_rows >= ANN_REBUILD_GROWTH * self._ann_built_rows
+        too_many_segments = (segments > MAX_ANN_SEGMENTS and grown) or (
+            segments > ANN_MAX_SEGMENTS_HARD
+        )
         if embedded >= self.ann_threshold and (
-            self._ann_rows == 0 or embedded >= 2 * self._ann_rows or retrain
+            self._ann_rows == 0
+            or embedded >= 2 * self._ann_rows
+            or retrain
+            or too_many_segments
+            or self._ann_metric != ANN_METRIC
         ):
             t0 = time.perf_counter()
             self._table.create_index(
                 "vector",
-                config=HnswSq(distance_type="cosine", m=16, ef_construction=100),
+                config=HnswSq(
+                    distance_type=ANN_METRIC, num_partitions=1, m=16, ef_construction=100
+                ),
                 name="vector_idx",
                 replace=True,
             )
-            self._ann_rows = self._ann_index_rows()
+            self._read_ann_stats()
+            self._ann_built_rows = self._ann_rows
             done["ann_build_s"] = time.perf_counter() - t0
             logger.info(
                 "built the ANN index over %s vectors in %.1f s", embedded, done["ann_build_s"]
@@ -213,7 +263,7 @@ class PassageIndex:
         self._table.optimize()
         with self._lock:
             self._rows_since_optimize = 0
-        self._ann_rows = self._ann_index_rows()
+        self._read_ann_stats()
         done["optimize_s"] = time.perf_counter() - t0
         logger.info("optimized the index (%s new rows) in %.1f s", pending, done["optimize_s"])
         return done
@@ -225,18 +275,25 @@ class PassageIndex:
     # (the sync table wraps an AsyncTable bound to it), which halves hybrid latency.
 
     async def _vector_async(
-        self, vector: np.ndarray, limit: int, where: str | None
+        self, vector: np.ndarray, limit: int, where: str | None, exact: bool = False
     ) -> list[tuple[str, float]]:
+        v = np.asarray(vector, dtype=np.float32)
+        norm = float(np.linalg.norm(v))
+        metric = self._ann_metric if self._ann_rows and not exact else "cosine"
         q: Any = (
             self._atable.query()
-            .nearest_to(np.asarray(vector, dtype=np.float32))
+            .nearest_to(v / norm if norm > 0 else v)
             .column("vector")
-            .distance_type("cosine")
+            .distance_type(metric)
             .limit(limit)
             .select(["passage_id"])
         )
-        if self._ann_rows:
+        if exact:
+            q = q.bypass_vector_index()
+        elif self._ann_rows:
             q = q.ef(max(64, 2 * limit))
+            if metric != ANN_METRIC:  # an older cosine index: see the module docstring
+                q = q.refine_factor(1)
         if where:
             q = q.where(where)
         tab = await q.to_arrow()
@@ -266,10 +323,11 @@ class PassageIndex:
         return dense, kw
 
     def vector_search(
-        self, vector: np.ndarray, limit: int, where: str | None
+        self, vector: np.ndarray, limit: int, where: str | None, *, exact: bool = False
     ) -> list[tuple[str, float]]:
-        """(passage_id, cosine similarity), best first."""
-        result: list[tuple[str, float]] = LOOP.run(self._vector_async(vector, limit, where))
+        """(passage_id, cosine similarity), best first; ``exact`` bypasses the ANN index (a
+        full scan, to measure the index's recall)."""
+        result: list[tuple[str, float]] = LOOP.run(self._vector_async(vector, limit, where, exact))
         return result
 
     def keyword_search(self, text: str, limit: int, where: str | None) -> list[tuple[str, float]]:

@@ -22,7 +22,7 @@ import numpy as np
 
 from graph.catalog import Catalog
 from graph.errors import GraphError
-from graph.index import PassageIndex, sql_in
+from graph.index import ANN_THRESHOLD, PassageIndex, sql_in
 from graph.schemas import (
     Collection,
     Document,
@@ -70,7 +70,7 @@ class GraphStore:
         root: Path,
         *,
         vector_dim: int,
-        ann_threshold: int = 50_000,
+        ann_threshold: int = ANN_THRESHOLD,
         optimize_every: int = 10_000,
     ) -> GraphStore:
         """Open (or create) the store, sweep unfinished versions and build the view."""
