@@ -92,3 +92,37 @@ def test_int8_runtime_stays_close_to_fp32(tmp_path: Path) -> None:
     assert ((fp32 * q).sum(axis=1) > 0.97).all()
     query = int8.embed(["seawall funding"])[0]
     assert query @ q[0] > query @ q[1]
+
+
+class _RecordingSession:
+    """Stands in for the ONNX session: records each batch's attention mask and returns token
+    vectors that encode the text's length, so the pooled vector says which text it came from."""
+
+    def __init__(self) -> None:
+        self.masks: list[np.ndarray] = []
+
+    def run(self, _outputs: object, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        mask = feeds["attention_mask"]
+        self.masks.append(mask)
+        hidden = np.zeros((*mask.shape, 384), dtype=np.float32)
+        hidden[..., 0] = mask.sum(axis=1, keepdims=True)
+        hidden[..., 1] = 1.0
+        return [hidden]
+
+
+def test_batches_are_grouped_by_word_pieces_not_characters(tmp_path: Path) -> None:
+    """A batch pads to its longest text, so texts are batched by word-piece count: figures
+    split into many more word pieces per character than prose does."""
+    emb = OnnxEmbedder(tmp_path / "cache", threads=1, batch_size=2)
+    session = _RecordingSession()
+    emb._session = session
+    texts = ["1,2,3,4,5,6", "the", "1,2,3,4,5,6,7,8,9", "international cooperation"]
+    pieces = [n + 2 for n in emb.count_tokens(texts)]  # with [CLS] and [SEP]
+    assert sorted(range(4), key=lambda i: len(texts[i])) != sorted(range(4), key=pieces.__getitem__)
+    out = emb.embed(texts)
+    padding = sum(int((m == 0).sum()) for m in session.masks)
+    ranked = sorted(pieces)
+    assert padding == (ranked[1] - ranked[0]) + (ranked[3] - ranked[2])
+    # Every vector is its own text's, in the order given.
+    lengths = out[:, 0] / out[:, 1]
+    assert np.allclose(lengths, pieces)
