@@ -47,7 +47,7 @@ from core.ingest import (
 )
 from core.ingest.web import fetch_url, looks_like_url
 from core.settings import Settings
-from core.vectors import ReembedResult
+from core.vectors import EmbedOnce, ReembedResult
 from graph.ids import parse_evidence_id
 from graph.schemas import Document, IngestedDocument, Passage, SearchFilters, SearchHit, Word
 from graph.store import GraphStore
@@ -367,10 +367,11 @@ class Library:
     ) -> LibraryChanges:
         changes = LibraryChanges()
         pending: list[_Job] = []
+        embed = EmbedOnce(self.embedder)
 
         def flush() -> None:
             if pending:
-                changes.results.extend(self._store_group(pending, total, progress, cancel))
+                changes.results.extend(self._store_group(pending, total, embed, progress, cancel))
                 pending.clear()
 
         for job in jobs:
@@ -404,6 +405,7 @@ class Library:
         self,
         jobs: list[_Job],
         total: int,
+        embed: EmbedOnce,
         progress: ProgressFn | None,
         cancel: threading.Event | None,
     ) -> list[AddResult]:
@@ -441,7 +443,7 @@ class Library:
             for _, doc, _ in todo:
                 _drop_word_boxes(doc)
             try:
-                self._embed_group(todo, total, progress, cancel)
+                self._embed_group(todo, total, embed, progress, cancel)
                 if cancel is not None and cancel.is_set():
                     raise CancelledError("Adding was cancelled.")
             except BaseException as exc:
@@ -474,10 +476,12 @@ class Library:
         self,
         todo: list[tuple[_Job, IngestedDocument, Document | None]],
         total: int,
+        embed: EmbedOnce,
         progress: ProgressFn | None,
         cancel: threading.Event | None,
     ) -> None:
-        """Embed every passage of the group in large batches (the embedder sorts by length)."""
+        """Embed every passage of the group in large batches (the embedder sorts them by word
+        pieces); a text already embedded in this add is not embedded again."""
         passages = [(doc.document, p) for _, doc, _ in todo for p in doc.passages]
         batch = max(self.settings.ingest.embed_batch_size, 1) * 4
         job = todo[0][0]
@@ -486,7 +490,7 @@ class Library:
                 raise CancelledError("Adding was cancelled.")
             chunk = [p for _, p in passages[start : start + batch]]
             texts = [self._embedding_text(d, p) for d, p in passages[start : start + batch]]
-            vectors = self.embedder.embed(texts)
+            vectors = embed(texts)
             self.store.set_vectors([p.passage_id for p in chunk], vectors)
             self._report(progress, job, total, "embedding", start + len(chunk), len(passages))
 
