@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pdfgen import ALPHA, BETA, write_pdf
+from pdfgen import ALPHA, BETA, make_multipage_pdf, write_pdf
 
 from core.errors import NotFoundError
-from core.library import AddProgress
+from core.library import AddProgress, _opens_with
 from core.service import Sourcebook
 
 pytestmark = pytest.mark.real_model
@@ -212,3 +212,29 @@ def test_a_text_repeated_across_documents_is_embedded_once(app: Sourcebook, tmp_
         va, vb = store.vectors(ids).values()
         assert np.array_equal(va, vb) and np.linalg.norm(va) == pytest.approx(1.0, abs=1e-5)
     sb.close()
+
+
+def test_a_passage_opening_with_its_heading_is_not_headed_by_it_again(
+    app: Sourcebook, tmp_path: Path
+) -> None:
+    path = tmp_path / "chapters.pdf"
+    make_multipage_pdf(path, 3)
+    recorder = RecordingEmbedder(app.embedder)
+    sb = Sourcebook(tmp_path / "lib", embedder=recorder)  # type: ignore[arg-type]
+    assert sb.add([path]).added
+    sb.close()
+    by_chapter = {n: [t for t in recorder.asked if f"page number {n} " in t] for n in (1, 2, 3)}
+    # The title (the first heading) still heads the later chapters; each heading is said once.
+    assert by_chapter[2] == [
+        "Chapter 1\nChapter 2\n\nThis is the body text of page number 2 in the generated report."
+    ]
+    assert all(t.count(f"Chapter {n}") == 1 for n, texts in by_chapter.items() for t in texts)
+
+
+def test_opens_with_matches_whole_words_across_whitespace() -> None:
+    assert _opens_with("PART I\n\nItem 1. Business", "PART I")
+    assert _opens_with("Net  Income\nrose 4%", "Net Income")
+    assert _opens_with("Overview: the year", "Overview")
+    assert not _opens_with("PART III\nItem 10", "PART I")
+    assert not _opens_with("Net Incomes", "Net Income")
+    assert not _opens_with("Revenue rose", "Net Income")
