@@ -95,7 +95,7 @@ class ModelSettings(BaseModel):
     embedder_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(
         "onnx-int8",
         description="MiniLM on ONNX Runtime with int8 weights (default: 962 pages ingested in "
-        "~100 s at a 0.7 GB peak; hybrid recall@5 on MuSiQue as with fp32), its fp32 copy "
+        "~86 s at a 0.7 GB peak; hybrid recall@5 on MuSiQue as with fp32), its fp32 copy "
         "('onnx'), or on torch through sentence-transformers ('torch').",
     )
 
