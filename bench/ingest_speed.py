@@ -131,6 +131,7 @@ def run_baseline(pdfs: list[Path], workdir: Path) -> dict[str, float]:
     cpu = cpu_seconds() - c0
     counts = WordPieceCounter(minilm_dir())(chunks)
     truncated = sum(1 for n in counts if n > 254)
+    pieces = float(sum(min(n, 254) for n in counts))
     return {
         "wall_s": wall,
         "pages": pages,
@@ -140,8 +141,8 @@ def run_baseline(pdfs: list[Path], workdir: Path) -> dict[str, float]:
         "embed_share": embed_s / wall,
         "truncated_passages": truncated,
         "truncated_share": truncated / max(len(chunks), 1),
-        "word_pieces_embedded": float(sum(min(n, 254) for n in counts)),
-        "embedder_word_pieces": float(sum(min(n, 254) for n in counts)),
+        "word_pieces_embedded": pieces,
+        "embedder_word_pieces": pieces,  # no headers: the same figure
         "cpu_s": cpu,
         "cores_busy": cpu / wall,
     }

@@ -7,6 +7,7 @@ import time
 from core.ingest.chunking import Block, chunk_blocks
 from core.ingest.entities import extract_mentions, find_entities, named_entity_ids, title_names
 from graph.ids import entity_id
+from graph.schemas import Passage
 
 
 def _types(text: str) -> dict[str, str]:
@@ -35,16 +36,21 @@ def test_all_caps_headings_are_not_acronyms() -> None:
     assert "RISK" not in t and "FACTORS" not in t and t.get("IRS") == "acronym"
 
 
-def test_mentions_point_to_spans() -> None:
-    res = chunk_blocks(
-        [Block("paragraph", "Alpha is here. The SEC met in Paris on May 5, 2020. Bye.")],
+def _passages(text: str) -> list[Passage]:
+    """``text`` as one document's passages (a word counts as a word piece)."""
+    return chunk_blocks(
+        [Block("paragraph", text)],
         content_sha256="cd" * 32,
         doc_id="doc_y",
         max_tokens=64,
         count_tokens=lambda texts: [len(t.split()) for t in texts],
-    )
-    ms = extract_mentions(res.passages)
-    p = res.passages[0]
+    ).passages
+
+
+def test_mentions_point_to_spans() -> None:
+    passages = _passages("Alpha is here. The SEC met in Paris on May 5, 2020. Bye.")
+    ms = extract_mentions(passages)
+    p = passages[0]
     by_name = {m.name: m for m in ms}
     for name in ("SEC", "Paris", "May 5, 2020"):
         m = by_name[name]
@@ -77,13 +83,6 @@ def test_a_disambiguated_title_also_names_its_bare_name() -> None:
     assert title_names("Brother (Pearl Jam song)") == ["Brother (Pearl Jam song)", "Brother"]
     assert title_names("Annual report") == ["Annual report"]
     assert title_names("(draft)") == ["(draft)"]
-    res = chunk_blocks(
-        [Block("paragraph", "Brand is a play by Henrik Ibsen.")],
-        content_sha256="ab" * 32,
-        doc_id="doc_x",
-        max_tokens=64,
-        count_tokens=lambda texts: [len(t.split()) for t in texts],
-    )
-    mentions = extract_mentions(res.passages, title="Brand (play)")
+    mentions = extract_mentions(_passages("Brand is a play by Henrik Ibsen."), title="Brand (play)")
     titles = {m.entity_id for m in mentions if m.type == "title"}
     assert titles == {entity_id("Brand (play)"), entity_id("Brand")}

@@ -45,6 +45,15 @@ def extractor() -> object:
     ex.close()
 
 
+@pytest.fixture
+def small_pdf(tmp_path: Path, extractor: ExtractorProcess) -> Path:
+    """A two-page PDF, already read once: the extractor's child is up."""
+    small = tmp_path / "two.pdf"
+    make_two_column_pdf(small)
+    extractor.extract(small, settings=SETTINGS)
+    return small
+
+
 def _child_pid(ex: ExtractorProcess, timeout: float = 30) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -111,11 +120,8 @@ def test_child_errors_come_back_typed(tmp_path: Path, extractor: ExtractorProces
 
 
 def test_child_killed_mid_file_fails_that_file_only(
-    tmp_path: Path, big_pdf: Path, extractor: ExtractorProcess
+    small_pdf: Path, big_pdf: Path, extractor: ExtractorProcess
 ) -> None:
-    small = tmp_path / "two.pdf"
-    make_two_column_pdf(small)
-    extractor.extract(small, settings=SETTINGS)  # the child is up
     pid = _child_pid(extractor)
     killer = threading.Timer(0.3, os.kill, (pid, signal.SIGKILL))
     killer.start()
@@ -124,16 +130,12 @@ def test_child_killed_mid_file_fails_that_file_only(
     killer.join()
     assert "stopped while reading it" in err.value.message and err.value.hint
     assert _gone(pid)
-    doc = extractor.extract(small, settings=SETTINGS)  # a new child reads the next file
+    doc = extractor.extract(small_pdf, settings=SETTINGS)  # a new child reads the next file
     assert doc.passages and _child_pid(extractor) != pid
 
 
-def test_cancel_stops_the_child_mid_file(
-    tmp_path: Path, big_pdf: Path, extractor: ExtractorProcess
-) -> None:
-    small = tmp_path / "two.pdf"
-    make_two_column_pdf(small)
-    extractor.extract(small, settings=SETTINGS)  # the child is up
+@pytest.mark.usefixtures("small_pdf")  # the child is up
+def test_cancel_stops_the_child_mid_file(big_pdf: Path, extractor: ExtractorProcess) -> None:
     pid = _child_pid(extractor)
     cancel = threading.Event()
     timer = threading.Timer(0.3, cancel.set)

@@ -146,21 +146,12 @@ def test_keyword_search_before_embeddings(app: Sourcebook, tmp_path: Path) -> No
     seen_while_indexing: list[bool] = []
     release = threading.Event()
 
-    class SlowEmbedder:
+    class SlowEmbedder(RecordingEmbedder):
         """The real embedder, held back until the test has searched."""
-
-        def __init__(self, inner: object) -> None:
-            self.inner = inner
-            self.name, self.dim = inner.name, inner.dim  # type: ignore[attr-defined]
-            self.max_tokens = inner.max_tokens  # type: ignore[attr-defined]
-            self.identity = inner.identity  # type: ignore[attr-defined]
-
-        def count_tokens(self, texts):  # type: ignore[no-untyped-def]
-            return self.inner.count_tokens(texts)  # type: ignore[attr-defined]
 
         def embed(self, texts):  # type: ignore[no-untyped-def]
             release.wait(30)
-            return self.inner.embed(texts)  # type: ignore[attr-defined]
+            return super().embed(texts)
 
     sb = Sourcebook(tmp_path / "slow", embedder=SlowEmbedder(app.embedder))  # type: ignore[arg-type]
     worker = threading.Thread(target=lambda: sb.add([path]))

@@ -285,7 +285,7 @@ def find_entities(text: str) -> list[tuple[int, int, str, str]]:
     return found
 
 
-_DISAMBIGUATED = re.compile(r"^(?P<name>[^()]+?)\s+\((?P<what>[^()]+)\)$")
+_DISAMBIGUATED = re.compile(r"^(?P<name>[^()]+?)\s+\([^()]+\)$")
 
 
 def title_names(title: str) -> list[str]:
