@@ -25,6 +25,17 @@ the two agree, and a ``cosine`` index reports (without a refine step, which cost
 #3530), which skewed the dense scores hybrid fusion normalises (MuSiQue hybrid recall@5 .67 ->
 .51 with a cosine index); a ``dot`` index reports 1 - dot. A cosine index left by an older
 version is queried with ``refine_factor(1)`` (exact distances) until ``maintain`` rebuilds it.
+
+Searches return lancedb row ids, not ``passage_id``s: fetching a string column for the 50
+candidates of each list cost 1.3-4 ms per list at 100k passages, more than half of a keyword
+query. An in-memory map (row id -> passage_id, one sorted array, ~7 MB per 100k passages) turns
+them back into ids. Row ids are row addresses here, and they change when rows are rewritten
+(``set_vectors`` merges, ``optimize`` compacts), so the map is only trusted for the table version
+it was read at. All writes go through this object, which counts them like a sequence lock (odd:
+a write is in progress); a search uses the map only if the count equals the map's before and
+after its query, and otherwise fetches ``passage_id``s as before and has the map re-read in the
+background. So a stale map is never used, and a library being written to is searched as fast
+as before.
 """
 
 from __future__ import annotations
@@ -33,7 +44,9 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -56,6 +69,26 @@ ANN_THRESHOLD = 10_000
 MAX_ANN_SEGMENTS = 2
 ANN_REBUILD_GROWTH = 0.1
 ANN_MAX_SEGMENTS_HARD = 8
+
+
+@dataclass(frozen=True)
+class RowMap:
+    """lancedb row id -> passage_id, valid for the write count ``gen`` it was read at."""
+
+    gen: int
+    rowids: np.ndarray  # sorted uint64
+    passage_ids: np.ndarray  # object array of str, in the order of ``rowids``
+
+    def lookup(self, rowids: np.ndarray) -> list[str] | None:
+        """The passage ids of some row ids, or None if one is unknown (never guess)."""
+        if not len(self.rowids):
+            return None if len(rowids) else []
+        at = np.searchsorted(self.rowids, rowids)
+        at = np.minimum(at, len(self.rowids) - 1)
+        if not np.array_equal(self.rowids[at], rowids):
+            return None
+        ids: list[str] = self.passage_ids[at].tolist()
+        return ids
 
 
 def _batches(items: list[str], size: int) -> list[list[str]]:
@@ -93,6 +126,11 @@ class PassageIndex:
         self.optimize_every = optimize_every
         self._lock = threading.Lock()
         self._rows_since_optimize = 0
+        # writes so far, counted twice (odd while one is in progress); see the module docstring
+        self._gen = 0
+        self._rowmap: RowMap | None = None
+        self._rowmap_reading = False
+        self.use_rowmap = True  # False: always fetch passage_ids (bench/search_latency.py)
         self._schema = pa.schema(
             [
                 pa.field("passage_id", pa.string(), nullable=False),
@@ -154,6 +192,60 @@ class PassageIndex:
     def has_ann_index(self) -> bool:
         return self._ann_rows > 0
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Wrap every write to the table: row ids read before it may not hold after it."""
+        with self._lock:
+            self._gen += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._gen += 1
+
+    def _rowmap_now(self) -> RowMap | None:
+        """The row map if it holds for the table as it is, else None (and a re-read starts)."""
+        if not self.use_rowmap:
+            return None
+        rowmap = self._rowmap
+        if rowmap is not None and rowmap.gen == self._gen:
+            return rowmap
+        self._start_rowmap_read()
+        return None
+
+    def _start_rowmap_read(self) -> None:
+        with self._lock:
+            if self._rowmap_reading or self._gen % 2:
+                return
+            self._rowmap_reading = True
+        threading.Thread(target=self._read_rowmap, name="rowmap", daemon=True).start()
+
+    def _read_rowmap(self) -> None:
+        try:
+            gen = self._gen
+            tab = self._table.search().select(["passage_id"]).with_row_id(True).limit(None)
+            data = tab.to_arrow()
+            rowids = data.column("_rowid").to_numpy()
+            order = np.argsort(rowids, kind="stable")
+            pids = np.array(data.column("passage_id").to_pylist(), dtype=object)
+            with self._lock:
+                if self._gen == gen and gen % 2 == 0:
+                    self._rowmap = RowMap(gen, rowids[order], pids[order])
+        except Exception:  # a closed or removed library: searches keep the slow path
+            logger.debug("could not read the row map", exc_info=True)
+        finally:
+            with self._lock:
+                self._rowmap_reading = False
+
+    def wait_rowmap(self, timeout: float = 10.0) -> bool:
+        """Block until the row map holds for the current table (for benchmarks and tests)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._rowmap_now() is not None:
+                return True
+            time.sleep(0.005)
+        return False
+
     def count(self, where: str | None = None) -> int:
         return int(self._table.count_rows(where))
 
@@ -170,10 +262,11 @@ class PassageIndex:
         passages = [p for ps in by_doc.values() for p in ps]
         if not passages:
             return
-        for doc_ids in _batches(list(by_doc), 500):
-            where = sql_in("doc_id", doc_ids)
-            if self._table.count_rows(where):
-                self._table.delete(where)
+        with self._writing():
+            for doc_ids in _batches(list(by_doc), 500):
+                where = sql_in("doc_id", doc_ids)
+                if self._table.count_rows(where):
+                    self._table.delete(where)
         n = len(passages)
         table = pa.table(
             {
@@ -186,7 +279,8 @@ class PassageIndex:
             },
             schema=self._schema,
         )
-        self._table.add(table)
+        with self._writing():
+            self._table.add(table)
         with self._lock:
             self._rows_since_optimize += n
 
@@ -210,11 +304,13 @@ class PassageIndex:
                 ),
             }
         )
-        self._table.merge_insert("passage_id").when_matched_update_all().execute(upd)
+        with self._writing():
+            self._table.merge_insert("passage_id").when_matched_update_all().execute(upd)
 
     def delete_docs(self, doc_ids: Iterable[str]) -> None:
-        for batch in _batches(list(doc_ids), 500):
-            self._table.delete(sql_in("doc_id", batch))
+        with self._writing():
+            for batch in _batches(list(doc_ids), 500):
+                self._table.delete(sql_in("doc_id", batch))
 
     def maintain(self, force: bool = False, *, retrain: bool = False) -> dict[str, float]:
         """Compact and fold new rows into the indexes; build or retrain the ANN index.
@@ -245,14 +341,15 @@ class PassageIndex:
             or self._ann_metric != ANN_METRIC
         ):
             t0 = time.perf_counter()
-            self._table.create_index(
-                "vector",
-                config=HnswSq(
-                    distance_type=ANN_METRIC, num_partitions=1, m=16, ef_construction=100
-                ),
-                name="vector_idx",
-                replace=True,
-            )
+            with self._writing():
+                self._table.create_index(
+                    "vector",
+                    config=HnswSq(
+                        distance_type=ANN_METRIC, num_partitions=1, m=16, ef_construction=100
+                    ),
+                    name="vector_idx",
+                    replace=True,
+                )
             self._read_ann_stats()
             self._ann_built_rows = self._ann_rows
             done["ann_build_s"] = time.perf_counter() - t0
@@ -260,7 +357,8 @@ class PassageIndex:
                 "built the ANN index over %s vectors in %.1f s", embedded, done["ann_build_s"]
             )
         t0 = time.perf_counter()
-        self._table.optimize()
+        with self._writing():
+            self._table.optimize()
         with self._lock:
             self._rows_since_optimize = 0
         self._read_ann_stats()
@@ -274,31 +372,50 @@ class PassageIndex:
     # a hybrid search are fetched with one ``asyncio.gather`` on lancedb's own background loop
     # (the sync table wraps an AsyncTable bound to it), which halves hybrid latency.
 
+    async def _ids_and(self, make: Callable[[], Any], column: str) -> tuple[list[str], np.ndarray]:
+        """Run the search query ``make()`` builds; (passage ids, its ``column`` of scores),
+        best first.
+
+        Asks for row ids when the row map holds for the table, else for ``passage_id``s (see
+        the module docstring); a write that lands during the query sends it the slow way.
+        """
+        rowmap = self._rowmap_now()
+        if rowmap is not None:
+            tab = await make().select([]).with_row_id().to_arrow()
+            ids = (
+                rowmap.lookup(tab.column("_rowid").to_numpy()) if self._gen == rowmap.gen else None
+            )
+            if ids is not None:
+                return ids, tab.column(column).to_numpy()
+            self._start_rowmap_read()
+        tab = await make().select(["passage_id"]).to_arrow()
+        return tab.column("passage_id").to_pylist(), tab.column(column).to_numpy()
+
     async def _vector_async(
         self, vector: np.ndarray, limit: int, where: str | None, exact: bool = False
     ) -> list[tuple[str, float]]:
         v = np.asarray(vector, dtype=np.float32)
         norm = float(np.linalg.norm(v))
         metric = self._ann_metric if self._ann_rows and not exact else "cosine"
-        q: Any = (
-            self._atable.query()
-            .nearest_to(v / norm if norm > 0 else v)
-            .column("vector")
-            .distance_type(metric)
-            .limit(limit)
-            .select(["passage_id"])
-        )
-        if exact:
-            q = q.bypass_vector_index()
-        elif self._ann_rows:
-            q = q.ef(max(64, 2 * limit))
-            if metric != ANN_METRIC:  # an older cosine index: see the module docstring
-                q = q.refine_factor(1)
-        if where:
-            q = q.where(where)
-        tab = await q.to_arrow()
-        ids = tab.column("passage_id").to_pylist()
-        dist = tab.column("_distance").to_numpy()
+        ann = bool(self._ann_rows) and not exact
+
+        def make() -> Any:
+            q = (
+                self._atable.query()
+                .nearest_to(v / norm if norm > 0 else v)
+                .column("vector")
+                .distance_type(metric)
+                .limit(limit)
+            )
+            if exact:
+                q = q.bypass_vector_index()
+            elif ann:
+                q = q.ef(max(64, 2 * limit))
+                if metric != ANN_METRIC:  # an older cosine index: see the module docstring
+                    q = q.refine_factor(1)
+            return q.where(where) if where else q
+
+        ids, dist = await self._ids_and(make, "_distance")
         return [(pid, 1.0 - float(d)) for pid, d in zip(ids, dist, strict=True)]
 
     async def _keyword_async(
@@ -306,13 +423,13 @@ class PassageIndex:
     ) -> list[tuple[str, float]]:
         if not any(ch.isalnum() for ch in text):
             return []
-        q: Any = self._atable.query().nearest_to_text(text).limit(limit).select(["passage_id"])
-        if where:
-            q = q.where(where)
-        tab = await q.to_arrow()
-        ids = tab.column("passage_id").to_pylist()
-        scores = tab.column("_score").to_numpy()
-        return [(pid, float(s)) for pid, s in zip(ids, scores, strict=True)]
+
+        def make() -> Any:
+            q = self._atable.query().nearest_to_text(text).limit(limit)
+            return q.where(where) if where else q
+
+        ids, scores = await self._ids_and(make, "_score")
+        return [(pid, float(sc)) for pid, sc in zip(ids, scores, strict=True)]
 
     async def _both_async(
         self, vector: np.ndarray, text: str, limit: int, where: str | None

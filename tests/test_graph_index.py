@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 
-from graph.index import MAX_ANN_SEGMENTS, PassageIndex
+from graph.index import MAX_ANN_SEGMENTS, PassageIndex, RowMap
 from graph.schemas import Passage
 
 DIM = 8
@@ -71,3 +73,71 @@ def test_ann_search_reports_cosine_similarities_like_an_exact_scan(tmp_path: Pat
             assert abs(ann[pid] - exact[pid]) < 0.02, (pid, ann[pid], exact[pid])
         cos = float(q @ v[i] / np.linalg.norm(q) / np.linalg.norm(v[i]))
         assert abs(exact[ps[i].passage_id] - cos) < 1e-4
+
+
+def _keyword_index(tmp_path: Path, n: int = 300) -> tuple[PassageIndex, list[Passage]]:
+    idx = PassageIndex(tmp_path / "index", DIM, ann_threshold=10_000, optimize_every=100)
+    ps = [
+        p.model_copy(update={"text": f"token{p.ordinal:04d} shared words"})
+        for p in passages("d", n)
+    ]
+    idx.add_passages({"d": ps})
+    return idx, ps
+
+
+def test_searches_use_the_row_map_only_while_no_write_has_landed(tmp_path: Path) -> None:
+    idx, ps = _keyword_index(tmp_path)
+    assert idx.keyword_search("token0007", 3, None)[0][0] == "d-p7"  # no map yet: passage ids
+    assert idx.wait_rowmap()
+    assert idx.keyword_search("token0007", 3, None)[0][0] == "d-p7"
+    # a poisoned map of the current write count is used (the fast path really runs) ...
+    good = idx._rowmap
+    assert good is not None
+    poisoned = RowMap(good.gen, good.rowids, np.array([f"x{p}" for p in good.passage_ids]))
+    idx._rowmap = poisoned
+    assert idx.keyword_search("token0007", 3, None)[0][0] == "xd-p7"
+    # ... and never after a write: rewriting rows moves them (new row ids)
+    rng = np.random.default_rng(1)
+    idx.set_vectors([p.passage_id for p in ps], rng.standard_normal((len(ps), DIM)))
+    assert idx._rowmap is poisoned
+    assert idx.keyword_search("token0007", 3, None)[0][0] == "d-p7"
+    assert idx.wait_rowmap()
+    assert idx._rowmap is not poisoned
+    idx._rowmap = RowMap(idx._rowmap.gen, idx._rowmap.rowids[:0], idx._rowmap.passage_ids[:0])
+    assert idx.keyword_search("token0007", 3, None)[0][0] == "d-p7"  # unknown row ids: slow way
+
+
+def test_searches_stay_right_while_a_writer_moves_rows(tmp_path: Path) -> None:
+    # searches racing a writer whose set_vectors / optimize give rows new row ids
+    idx, ps = _keyword_index(tmp_path)
+    rng = np.random.default_rng(2)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            while not stop.is_set():
+                some = [ps[i] for i in rng.choice(len(ps), 40, replace=False)]
+                idx.set_vectors([p.passage_id for p in some], rng.standard_normal((40, DIM)))
+                idx.maintain(force=True)
+                stop.wait(0.05)  # a pause, long enough for the map to be read again
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    checked = fast = 0
+    deadline = time.monotonic() + 2
+    try:
+        while time.monotonic() < deadline:
+            i = int(rng.integers(0, len(ps)))
+            fast += idx._rowmap_now() is not None
+            hits = idx.keyword_search(f"token{i:04d}", 3, None)
+            assert hits[0][0] == f"d-p{i}", (i, hits)
+            checked += 1
+    finally:
+        stop.set()
+        t.join()
+    assert not errors
+    assert checked > 20
+    assert fast > 0  # the map was in use for part of the time, between writes
