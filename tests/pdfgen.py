@@ -168,3 +168,25 @@ def write_pdf(path: Path, pages: list[str]) -> Path:
     doc.save(path)
     doc.close()
     return path
+
+
+def make_sec_cover_pdf(path: Path, lines: list[str]) -> None:
+    """A filing's cover page: ``lines`` one under another (the first, the agency, in large
+    type, so it is also the first heading), then a body page."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    y = 60.0
+    for i, line in enumerate(lines):
+        size = 16 if i == 0 else 10
+        page.insert_text((72, y), line, fontsize=size, fontname="hebo" if i == 0 else "helv")
+        y += size + 8
+    body = doc.new_page(width=612, height=792)
+    body.insert_textbox(
+        pymupdf.Rect(72, 72, 540, 700),
+        "Item 7. Management's discussion. Net sales increased 12 percent in the year.",
+        fontsize=10,
+        fontname="helv",
+    )
+    doc.set_metadata({"title": "0000000000-24-000001"})  # a filing number, as EDGAR leaves it
+    doc.save(path)
+    doc.close()

@@ -29,6 +29,7 @@ import pymupdf
 from core.errors import CorruptFileError, EncryptedFileError, FileTooLargeError
 from core.ingest.chunking import Block, WordBox
 from core.ingest.ocr import OcrBlock, OcrPage, OcrPageError, OcrProgress, ocr_engine
+from core.ingest.titles import COVER_LINES, sec_cover_title
 from core.settings import IngestSettings
 from graph.schemas import Page
 
@@ -519,10 +520,13 @@ def read_pdf(
         if doc.is_repaired:
             problems.append("the file was damaged and has been repaired; some text may be missing")
         pages_data: list[_PageData] = []
+        first_lines: list[str] = []
         for i in range(n):
             try:
                 page = doc.load_page(i)
                 pd = _read_page(page)
+                if i == 0:
+                    first_lines = page.get_text().splitlines()[:COVER_LINES]
                 if pd.chars < _IMAGE_ONLY_MAX_CHARS:
                     cover = _image_cover(page)
                     pd.image_only = (pd.chars == 0 and cover > 0) or cover >= _IMAGE_ONLY_MIN_COVER
@@ -604,7 +608,11 @@ def read_pdf(
             blocks.append(Block("table", text, 0, b.words, b.page))
         else:
             blocks.append(Block("paragraph", text, 0, b.words, b.page))
-    title = _meaningful_title(metadata.get("title")) or (
-        first_heading[:200] if first_heading else None
+    # an SEC filing's cover fields first: its first heading is the agency's letterhead, and its
+    # metadata title, when there is one, is a filing number or "Form 10-K for X filed <date>"
+    title = (
+        sec_cover_title(first_lines)
+        or _meaningful_title(metadata.get("title"))
+        or (first_heading[:200] if first_heading else None)
     )
     return PdfContent(blocks, pages, title, problems)
