@@ -253,3 +253,26 @@ def test_month_names_match_numeric_dates(cited: str, ok: bool) -> None:
     assert (flagged == []) is ok, flagged
     if not ok:
         assert "november" in flagged[0].reason
+
+
+def test_an_initial_does_not_end_the_sentence_a_citation_checks() -> None:
+    from core.library import Evidence
+    from core.research.citations import check_claims
+
+    ev_id = "ev1:" + "c" * 16
+    ev = Evidence(
+        evidence_id=ev_id,
+        passage_id=ev_id,
+        doc_id="d",
+        title="t",
+        source_uri="u",
+        kind="pdf",
+        text="G. Stanley Hall wrote Adolescence in 1904.",
+        passage_text="x",
+    )
+    claim = f"The first president of the Northport Society was G. Stanley Hall [{ev_id}]."
+    (flag,) = check_claims(claim, {ev_id: ev}.get, None)
+    assert flag.sentence == claim  # the whole sentence, not "Stanley Hall [...]."
+    assert "Northport" in flag.reason and "Society" in flag.reason
+    ok = f"G. Stanley Hall wrote Adolescence in 1904 [{ev_id}]. U.S. readers liked it."
+    assert check_claims(ok, {ev_id: ev}.get, None) == []

@@ -213,7 +213,9 @@ class CitationChecker:
 
 # ----------------------------------------------------------------------------- claim support
 
-_SENT_RE = re.compile(r"[^\n]+?(?:[.!?](?=\s|$)|$)", re.MULTILINE)
+# A sentence ends at . ! or ? before a space, but not at an initial: "G. Stanley Hall" cut after
+# "G." left the claim ("The first president ... was G.") without its citation, so unchecked.
+_SENT_RE = re.compile(r"[^\n]+?(?:(?<!\b[A-Z])[.!?](?=\s|$)|$)", re.MULTILINE)
 _NUM_RE = re.compile(r"\d[\d,]*(?:\.\d+)?")
 _ID_TOKEN_RE = re.compile(r"\[(ev1:[0-9a-f]{16}(?:#\d+-\d+)?)\]")
 
