@@ -322,17 +322,19 @@ class Worker:
         return self.titles[ev_id]
 
     def _tier(self, ev_id: str) -> int:
-        """0: a hit about what the queries this one builds on found ("Hank Snow", given "Hello
-        Love is a song by Hank Snow"), or about a name a passage read about the subject
-        mentions (the band a song's passage names); 1: a hit about the query's own subject
-        ("Hello Love (song)" for "the state where Hello Love's performer died"); 2: the rest.
-        By the hit's title, as the query, the findings or the passage name it."""
+        """0: a hit about a name the query does not say but what it builds on found ("Hank
+        Snow", given "Hello Love is a single by Hank Snow"), or a passage read about the subject
+        names (the band a song's passage names): the next hop; 1: a hit about the query's own
+        subject ("Hello Love (song)" for "the state where Hello Love's performer died"); 2: the
+        rest. By the hit's title, as the query, the findings or the passage name it."""
         title = self._title(ev_id)
         if not title:
             return 2
+        if title_named(title, self.asked):
+            return 1
         if title_named(title, self.found) or any(title_named(title, t) for t in self.links):
             return 0
-        return 1 if title_named(title, self.asked) else 2
+        return 2
 
     def _unread(self) -> list[str]:
         """Hits not read yet, best first: by :meth:`_tier` (the hop's subject before passages
