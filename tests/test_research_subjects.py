@@ -1,13 +1,11 @@
 """Later hops of a multi-hop question: a plan keeps the question's subject and asks the whole
 question, and a worker reads the passages about its hop's subject first (scripted models, a
 small real library of encyclopedia-style passages whose titles are names)."""
-# ruff: noqa: F811  (pytest fixtures imported from research_fixtures are redefined as arguments)
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +22,7 @@ PASSAGES = {
     "Hank Snow": "Hank Snow was a country musician. He lived in Madison, Tennessee when he died.",
     "Henry Worrall (artist)": "Henry Worrall was an artist and musician who lived in Topeka.",
     "Say Hello 2 Heaven": '"Say Hello 2 Heaven" is a song by Temple of the Dog, a tribute.',
-    "Tennessee": "Tennessee is a state of the United States. North Carolina borders it to the east.",
+    "Tennessee": "Tennessee is a state of the United States. North Carolina is east of it.",
     "Kansas": "Kansas is a state in the Midwest. Its capital is Topeka, where musicians lived.",
 }
 LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False, read_top=0)
@@ -114,17 +112,8 @@ def test_a_plan_that_stops_short_ends_with_the_question() -> None:
     assert [(q.id, q.query, q.depends_on) for q in got.queries[2:]] == [("q3", question, ["q2"])]
     assert cover_question(short, question, max_queries=2) == short  # within the run's limit
     # one word left out is a paraphrase, not a missing hop
-    snow = "What is the usual average snowfall in Seattle?"
-    assert (
-        cover_question(_plan(("What is the average snowfall in Seattle?", [])), snow)
-        .queries[0]
-        .query
-        == "What is the average snowfall in Seattle?"
-    )
-    assert (
-        len(cover_question(_plan(("What is the average snowfall in Seattle?", [])), snow).queries)
-        == 1
-    )
+    snow = _plan(("What is the average snowfall in Seattle?", []))
+    assert cover_question(snow, "What is the usual average snowfall in Seattle?") == snow
     # two independent branches: the question builds on both
     both = cover_question(_plan(("Who composed Aschenbrodel?", []), ("Austria", [])), question)
     assert both.queries[-1].depends_on == ["q1", "q2"]
