@@ -137,9 +137,9 @@ def keep_subjects(plan: ResearchPlan, question: str) -> ResearchPlan:
 
 def cover_question(plan: ResearchPlan, question: str, max_queries: int = 5) -> ResearchPlan:
     """Append the question itself, after every query nothing else builds on, when the plan's
-    queries leave two or more of its content words unasked: the 1.5B planner stopped two hops into a
-    three-hop question ("Who was in charge of the country where the composer of Aschenbrodel
-    was a citizen?" -> composer, country; nobody asked who was in charge)."""
+    queries leave two or more of its content words unasked: the 1.5B planner stopped two hops
+    into a three-hop question ("Who was in charge of the country where the composer of
+    Aschenbrodel was a citizen?" -> composer, country; nobody asked who was in charge)."""
     asked = set().union(*(content_words(q.query) for q in plan.queries))
     if len(content_words(question) - asked) < 2 or len(plan.queries) >= max_queries:
         return plan  # one word left out is a paraphrase ("usual average snowfall"), not a hop
