@@ -20,7 +20,7 @@ from models.llm import ScriptedLLM
 PASSAGES = {
     "Hello Love (song)": '"Hello Love" is a 1974 single by Hank Snow. It was his last number one.',
     "Hank Snow": "Hank Snow was a country musician. He lived in Madison, Tennessee when he died.",
-    "Henry Worrall (artist)": "Henry Worrall was an artist and musician who lived in Topeka.",
+    "Henry Worrall (artist)": "Henry Worrall was an artist and musician in Topeka, Kansas.",
     "Say Hello 2 Heaven": '"Say Hello 2 Heaven" is a song by Temple of the Dog, a tribute.',
     "Tennessee": "Tennessee is a state of the United States. North Carolina is east of it.",
     "Kansas": "Kansas is a state in the Midwest. Its capital is Topeka, where musicians lived.",
@@ -180,6 +180,66 @@ def test_dependent_worker_reads_what_its_dependency_found_first(songs_app: Sourc
     ]
     assert searched[-1][0] == worrall  # the drifting search ranks the lookalike first
     assert _fetches(songs_app, "subj-bridge", "r1/b/") == [snow]  # the bridge's name wins
+
+
+def test_dependent_worker_reads_what_its_dependency_read_last(songs_app: Sourcebook) -> None:
+    song, snow = _pid(songs_app, "Hello Love (song)"), _pid(songs_app, "Hank Snow")
+    question = "Where did the performer of Hello Love live when he died?"
+    planner = ScriptedLLM(
+        [
+            plan(
+                ("a", "Who performed Hello Love?", []),
+                ("b", "Where did the performer of Hello Love live when he died?", ["a"]),
+            )
+        ]
+    )
+    researcher = ScriptedLLM(
+        [
+            act("fetch_evidence", evidence_id=song),
+            act("finish"),
+            notes(("Hello Love is a single by Hank Snow.", [song])),
+            act("finish"),
+            notes(("Hank Snow lived in Madison, Tennessee.", [snow])),
+        ]
+    )
+    songs_app.research(
+        question,
+        models=models(planner, researcher, ScriptedLLM(["x [E1]"])),
+        task="subj-before",
+        limits=LIM.model_copy(update={"read_top": 5}),
+    )
+    before, read = (_fetches(songs_app, "subj-before", f"r1/{q}/") for q in "ab")
+    assert len(before) == 5 and snow in before  # a read all but one passage
+    # b's query names the song and its bridge names Hank Snow, but a read them: the one
+    # passage a did not read comes first
+    assert read[0] not in before and len(read) == 5
+
+
+def test_worker_reads_a_hit_a_read_passage_names_before_the_rest(songs_app: Sourcebook) -> None:
+    worrall, kansas = _pid(songs_app, "Henry Worrall (artist)"), _pid(songs_app, "Kansas")
+    query = "Which musician lived in Topeka?"  # names no passage's title
+    researcher = ScriptedLLM(
+        [
+            act("fetch_evidence", evidence_id=worrall),
+            act("discover_evidence", query="Hello Love single Hank Snow country"),
+            act("finish"),
+            notes(("Henry Worrall was a musician in Topeka.", [worrall])),
+        ]
+    )
+    songs_app.research(
+        query,
+        models=models(ScriptedLLM([plan(("a", query, []))]), researcher, ScriptedLLM(["x [E1]"])),
+        task="subj-named",
+        limits=LIM.model_copy(update={"read_top": 2}),
+    )
+    searched = [
+        e.payload["ids"]
+        for e in songs_app.task_log().events("subj-named")
+        if e.kind == "result" and e.key.startswith("r1/a/") and "ids" in e.payload
+    ]
+    assert searched[-1][0] != kansas  # not the best-ranked hit of the latest search
+    # the passage read names Kansas: its hit is read next
+    assert _fetches(songs_app, "subj-named", "r1/a/") == [worrall, kansas]
 
 
 def test_a_plan_that_stops_short_runs_the_question_last(songs_app: Sourcebook) -> None:

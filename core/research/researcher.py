@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from core.errors import ModelError
@@ -50,6 +51,7 @@ class Worker:
         context: str = "",
         bridge: str = "",
         focus: str = "",
+        read_before: Sequence[str] = (),
     ) -> None:
         self.ctx = ctx
         self.q = query
@@ -71,7 +73,9 @@ class Worker:
         self.decisions: list[str] = []
         self.asked = fold(query.query)
         self.found = fold(bridge)
+        self.read_before = frozenset(read_before)  # what the queries it builds on read
         self.links: list[str] = []  # folded texts of read passages about the subject
+        self.read_texts: list[str] = []  # folded texts of every passage this worker read
         self.titles: dict[str, str] = {}  # id -> title (of the hits ranked so far)
 
     # ------------------------------------------------------------------ loop
@@ -244,8 +248,10 @@ class Worker:
             if not res.error and res.complete and ev_id not in self.fetched:
                 self.fetched.append(ev_id)
                 ev = ctx.fetched.get(ev_id)
-                if ev is not None and self._tier(ev_id) < 2:
-                    self.links.append(fold(ev.text))
+                if ev is not None:
+                    self.read_texts.append(fold(ev.text))
+                    if self._tier(ev_id) < 2:  # about the subject or the next hop
+                        self.links.append(self.read_texts[-1])
         elif name == "find_entities":
             res = ctx.tool(
                 key,
@@ -325,16 +331,21 @@ class Worker:
         """0: a hit about a name the query does not say but what it builds on found ("Hank
         Snow", given "Hello Love is a single by Hank Snow"), or a passage read about the subject
         names (the band a song's passage names): the next hop; 1: a hit about the query's own
-        subject ("Hello Love (song)" for "the state where Hello Love's performer died"); 2: the
-        rest. By the hit's title, as the query, the findings or the passage name it."""
+        subject ("Hello Love (song)" for "the state where Hello Love's performer died"); 2: a
+        hit some other passage this worker read names ("Austria", named by the passage about a
+        Vienna orchestra); 3: the rest; 4: a passage the queries this one builds on read (their
+        notes carry it: the next hop is elsewhere). By the hit's title, as the query, the
+        findings or the passages name it."""
         title = self._title(ev_id)
+        if ev_id in self.read_before:
+            return 4
         if not title:
-            return 2
+            return 3
         if title_named(title, self.asked):
             return 1
         if title_named(title, self.found) or any(title_named(title, t) for t in self.links):
             return 0
-        return 2
+        return 2 if any(title_named(title, t) for t in self.read_texts) else 3
 
     def _unread(self) -> list[str]:
         """Hits not read yet, best first: by :meth:`_tier` (the hop's subject before passages
@@ -428,16 +439,18 @@ def run_worker(
     context: str = "",
     bridge: str = "",
     focus: str = "",
+    read_before: Sequence[str] = (),
 ) -> ResearchNotes:
     """Run one worker; a completed worker of an earlier run is reused, its fetches redone.
 
     ``context`` is the compressed notes of the queries this one depends on; ``bridge`` their
     findings' claims, added to the worker's first search; ``focus`` the words that are new in
-    this query and in those findings (:func:`core.research.words.focus_terms`), searched next."""
+    this query and in those findings (:func:`core.research.words.focus_terms`), searched next;
+    ``read_before`` the passages they read, read last (:meth:`Worker._tier`)."""
 
     def work() -> ResearchNotes:
         ctx.emit("worker", worker=query.id, text=f"researching: {query.query}")
-        return Worker(ctx, query, prefix, context, bridge, focus).run()
+        return Worker(ctx, query, prefix, context, bridge, focus, read_before).run()
 
     notes, reused = ctx.log.step(
         ctx.task,
