@@ -144,7 +144,8 @@ def test_dependent_query_builds_on_on_topic_findings_only(research_app: Sourcebo
         "Which railway serves the port whose authority Ellen Park founded?",
         models=models(planner, researcher, writer),
         task="hops-deps",
-        limits=LIM.model_copy(update={"max_rounds": 2}),
+        # two queries run: the question itself is not appended after them (cover_question)
+        limits=LIM.model_copy(update={"max_rounds": 2, "max_queries": 2}),
     )
     assert researcher.pending == 0 and writer.pending == 0
     searches = {

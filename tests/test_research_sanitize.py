@@ -171,7 +171,8 @@ def test_plan_queries_copied_from_elsewhere_are_dropped() -> None:
             ],
         }
     )
-    grounded = ground_plan(plan, question, "The Psychological Society publishes Journal X.")
+    # max_queries=2: the question itself is not appended after the two grounded queries
+    grounded = ground_plan(plan, question, "The Psychological Society publishes Journal X.", 2)
     assert [q.query for q in grounded.queries] == [
         "Which association publishes the Journal X?",
         "Who chaired the Psychological Society?",  # grounded by the discovery results

@@ -5,6 +5,8 @@ retried once (the model layer shows the model its validation error); if that fai
 fallback plan (one query: the question itself) is used and recorded in the task log.
 Dependencies are repaired deterministically: unknown ids are dropped and cycles broken; queries
 that share no content word with the question, the answers or the discovery results are dropped.
+A first-hop query that lost the question's named subject gets it back, and a plan whose queries
+leave part of the question unasked ends with the question itself (:func:`ground_plan`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from core.errors import ModelError
 from core.research.context import RunContext
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
 from core.research.schemas import Clarification, ResearchPlan, ResearchQuery, routing_model
-from core.research.words import content_words, names
+from core.research.words import content_words, fold, names, names_in, subject_names
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +76,9 @@ def normalize_plan(plan: ResearchPlan) -> ResearchPlan:
     return plan.model_copy(update={"queries": fixed})
 
 
-def ground_plan(plan: ResearchPlan, question: str, context: str) -> ResearchPlan:
+def ground_plan(
+    plan: ResearchPlan, question: str, context: str, max_queries: int = 5
+) -> ResearchPlan:
     """Keep only what the question, the user's answers or the discovery results (``context``)
     support.
 
@@ -83,7 +87,9 @@ def ground_plan(plan: ResearchPlan, question: str, context: str) -> ResearchPlan
     left, the question itself is the one query. A component or constraint must name nothing
     they do not: the 1.5B model wrote guessed answers into the components ("The first president
     ... was Judith Viorst."), which the writer then repeated as fact. Returns the plan
-    normalised (:func:`normalize_plan`), so dependencies on dropped queries are gone too.
+    normalised (:func:`normalize_plan`), so dependencies on dropped queries are gone too, with
+    the question's subjects kept (:func:`keep_subjects`) and the question asked in full
+    (:func:`cover_question`, within ``max_queries``).
     """
     known = content_words(f"{question}\n{context}")
     kept = [q for q in plan.queries if content_words(q.query) & known]
@@ -107,7 +113,47 @@ def ground_plan(plan: ResearchPlan, question: str, context: str) -> ResearchPlan
             "constraints": grounded(plan.constraints),
         }
     )
-    return normalize_plan(plan)
+    return cover_question(keep_subjects(normalize_plan(plan), question), question, max_queries)
+
+
+def keep_subjects(plan: ResearchPlan, question: str) -> ResearchPlan:
+    """A query that depends on nothing and names no subject at all gets the question's back:
+    the 1.5B planner wrote "What is the author's name?" for "... the author of Alexander and
+    the Terrible, Horrible, No Good, Very Bad Day ...", a search that can only find strangers.
+    A dependent query is left alone (its subject comes from what its dependencies found), and
+    so is one that names a subject of its own."""
+    subjects = subject_names(question)
+    if not subjects:
+        return plan
+    queries = []
+    for q in plan.queries:
+        text = fold(q.query)
+        if not (q.depends_on or subject_names(q.query) or any(names_in(s, text) for s in subjects)):
+            logger.info("plan query %s lost the question's subject; added back", q.id)
+            q = q.model_copy(update={"query": f"{q.query} ({', '.join(subjects)})"[:300]})
+        queries.append(q)
+    return plan.model_copy(update={"queries": queries})
+
+
+def cover_question(plan: ResearchPlan, question: str, max_queries: int = 5) -> ResearchPlan:
+    """Append the question itself, after every query nothing else builds on, when the plan's
+    queries leave one of its content words unasked: the 1.5B planner stopped two hops into a
+    three-hop question ("Who was in charge of the country where the composer of Aschenbrodel
+    was a citizen?" -> composer, country; nobody asked who was in charge), and asked which
+    university an author attended, not what "kind" of university it is. A word a query only
+    paraphrased ("usual average snowfall") costs one more worker; a hop left out costs the
+    answer."""
+    asked = set().union(*(content_words(q.query) for q in plan.queries))
+    if not (content_words(question) - asked) or len(plan.queries) >= max_queries:
+        return plan
+    used = {d for q in plan.queries for d in q.depends_on}
+    last = [q.id for q in plan.queries if q.id not in used][-3:]
+    qid = f"q{len(plan.queries) + 1}"
+    while any(q.id == qid for q in plan.queries):
+        qid += "x"
+    final = ResearchQuery(id=qid, query=question[:300].ljust(3, "?"), depends_on=last)
+    logger.info("the plan leaves part of the question unasked; %s asks it", qid)
+    return plan.model_copy(update={"queries": [*plan.queries, final]})
 
 
 def batches(plan: ResearchPlan, done: set[str]) -> list[list[ResearchQuery]]:
@@ -158,7 +204,7 @@ def make_plan(ctx: RunContext, question: str, answers: list[str]) -> tuple[Resea
     try:
         plan, _ = ctx.model_json("planner", "plan", msgs, ResearchPlan, max_tokens=budget)
         context = "\n".join([*answers, variables["discovery"]])
-        return ground_plan(plan, question, context), False
+        return ground_plan(plan, question, context, ctx.limits.max_queries), False
     except ModelError as exc:
         logger.info("planner failed (%s); using the fallback plan", exc)
         plan = fallback_plan(question)

@@ -3,7 +3,8 @@
 Hard limits (tool calls, steps) and stop rules (enough evidence; the last two searches returned
 the same passages) end the loop; a worker must search before it may finish, and before its notes
 it reads its best unread hits up to ``read_top`` passages (best-ranked first; among equal ranks,
-the latest search's first). When the model's action is invalid even after its retry, a
+the latest search's first; ahead of them, hits whose title the worker's subject names, see
+:meth:`Worker._tier`). When the model's action is invalid even after its retry, a
 deterministic default action keeps the worker moving (search first, then fetch the best unread
 hit, then finish), so a small model still completes.
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from core.errors import ModelError
@@ -26,6 +28,7 @@ from core.research.schemas import (
     ToolResult,
     notes_model,
 )
+from core.research.words import fold, title_named
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +51,7 @@ class Worker:
         context: str = "",
         bridge: str = "",
         focus: str = "",
+        read_before: Sequence[str] = (),
     ) -> None:
         self.ctx = ctx
         self.q = query
@@ -67,6 +71,12 @@ class Worker:
         self.steps = 0
         self.errors: list[str] = []
         self.decisions: list[str] = []
+        self.asked = fold(query.query)
+        self.found = fold(bridge)
+        self.read_before = frozenset(read_before)  # what the queries it builds on read
+        self.links: list[str] = []  # folded texts of read passages about the subject
+        self.read_texts: list[str] = []  # folded texts of every passage this worker read
+        self.titles: dict[str, str] = {}  # id -> title (of the hits ranked so far)
 
     # ------------------------------------------------------------------ loop
 
@@ -237,6 +247,11 @@ class Worker:
             )
             if not res.error and res.complete and ev_id not in self.fetched:
                 self.fetched.append(ev_id)
+                ev = ctx.fetched.get(ev_id)
+                if ev is not None:
+                    self.read_texts.append(fold(ev.text))
+                    if self._tier(ev_id) < 2:  # about the subject or the next hop
+                        self.links.append(self.read_texts[-1])
         elif name == "find_entities":
             res = ctx.tool(
                 key,
@@ -306,12 +321,41 @@ class Worker:
             else:
                 self.hit_rank[ev_id] = min(self.hit_rank[ev_id], key)
 
+    def _title(self, ev_id: str) -> str:
+        if ev_id not in self.titles:
+            ev = self.ctx.tools.passage(ev_id)
+            self.titles[ev_id] = ev.title if ev is not None else ""
+        return self.titles[ev_id]
+
+    def _tier(self, ev_id: str) -> int:
+        """0: a hit about a name the query does not say but what it builds on found ("Hank
+        Snow", given "Hello Love is a single by Hank Snow"), or a passage read about the subject
+        names (the band a song's passage names): the next hop; 1: a hit about the query's own
+        subject ("Hello Love (song)" for "the state where Hello Love's performer died"); 2: a
+        hit some other passage this worker read names ("Austria", named by the passage about a
+        Vienna orchestra); 3: the rest; 4: a passage the queries this one builds on read (their
+        notes carry it: the next hop is elsewhere). By the hit's title, as the query, the
+        findings or the passages name it."""
+        title = self._title(ev_id)
+        if ev_id in self.read_before:
+            return 4
+        if not title:
+            return 3
+        if title_named(title, self.asked):
+            return 1
+        if title_named(title, self.found) or any(title_named(title, t) for t in self.links):
+            return 0
+        return 2 if any(title_named(title, t) for t in self.read_texts) else 3
+
     def _unread(self) -> list[str]:
-        """Hits not read yet, best first: rank 1 of any search before rank 2 of any, and among
-        equal ranks the latest search's (a worker's later searches are usually its sharper
-        ones: "waterfall in Zimbabwe" after the question's own words)."""
+        """Hits not read yet, best first: by :meth:`_tier` (the hop's subject before passages
+        that only look alike: a small model's second search drifted to "Henry Worrall's
+        birthplace" and its hits pushed "Hello Love (song)" out of the reads), then rank 1 of
+        any search before rank 2 of any, and among equal ranks the latest search's (a worker's
+        later searches are usually its sharper ones: "waterfall in Zimbabwe" after the
+        question's own words)."""
         unread = [i for i in self.discovered if i not in self.fetched]
-        return sorted(unread, key=self.hit_rank.__getitem__)
+        return sorted(unread, key=lambda i: (self._tier(i), *self.hit_rank[i]))
 
     def _fetch_before_notes(self) -> None:
         """Read the best unread hits until ``read_top`` passages are read (within the budget).
@@ -320,12 +364,16 @@ class Worker:
         the same passages; the gold passage of a multi-hop question is often the second or third
         hit. Hits are read best first (:meth:`_unread`).
         """
-        want = self.ctx.limits.read_top - len(self.fetched)
-        budget = self.ctx.limits.max_tool_calls - self.tool_calls
-        unread = self._unread()
-        for ev_id in unread[: max(0, min(want, budget))]:
+        limits = self.ctx.limits
+        while len(self.fetched) < limits.read_top and self.tool_calls < limits.max_tool_calls:
+            unread = self._unread()  # again after each read: what it names moves hits up
+            if not unread:
+                break
             self.ctx.check_cancel()
-            self._call("fetch_evidence", {"evidence_id": ev_id})
+            before = len(self.fetched)
+            self._call("fetch_evidence", {"evidence_id": unread[0]})
+            if len(self.fetched) == before:  # not citable (truncated or gone): not again
+                self.discovered.remove(unread[0])
 
     # ------------------------------------------------------------------ notes
 
@@ -391,16 +439,18 @@ def run_worker(
     context: str = "",
     bridge: str = "",
     focus: str = "",
+    read_before: Sequence[str] = (),
 ) -> ResearchNotes:
     """Run one worker; a completed worker of an earlier run is reused, its fetches redone.
 
     ``context`` is the compressed notes of the queries this one depends on; ``bridge`` their
     findings' claims, added to the worker's first search; ``focus`` the words that are new in
-    this query and in those findings (:func:`core.research.words.focus_terms`), searched next."""
+    this query and in those findings (:func:`core.research.words.focus_terms`), searched next;
+    ``read_before`` the passages they read, read last (:meth:`Worker._tier`)."""
 
     def work() -> ResearchNotes:
         ctx.emit("worker", worker=query.id, text=f"researching: {query.query}")
-        return Worker(ctx, query, prefix, context, bridge, focus).run()
+        return Worker(ctx, query, prefix, context, bridge, focus, read_before).run()
 
     notes, reused = ctx.log.step(
         ctx.task,

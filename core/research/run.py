@@ -342,6 +342,7 @@ def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: _State
                 context_for(q),
                 bridge_for(q),
                 focus_for(q),
+                [i for n in deps(q) for i in n.fetched_ids],
             )
             for q in batch
         }

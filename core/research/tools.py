@@ -246,6 +246,11 @@ class Tools:
             return None
         return ev if self.scope.allows(ev.doc_id) else None
 
+    def passage(self, evidence_id: str) -> Evidence | None:
+        """The passage an id names, or None when it is not in the run's scope (not a tool:
+        the worker ranks its hits by their titles)."""
+        return self._in_scope_evidence(evidence_id)
+
     def _label(self, ev_id: str, title: str, pages: list[int]) -> str:
         where = (
             f"p. {pages[0]}"

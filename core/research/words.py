@@ -8,6 +8,9 @@ are lower-cased sets, so tests compare them directly.
 from __future__ import annotations
 
 import re
+import unicodedata
+
+from core.ingest.entities import find_entities, title_names
 
 _CONTENT_WORD = re.compile(r"[^\W\d_]{4,}|\d{2,}")
 _STOP_WORDS = (
@@ -46,3 +49,39 @@ def focus_terms(query: str, before: str, found: str, max_words: int = 12) -> str
             seen.add(low)
             out.append(w)
     return " ".join(out[:max_words])
+
+
+# Between two names of one title ("Alexander and the Terrible, Horrible, No Good, Very Bad
+# Day"): punctuation and at most three short words.
+_NAME_GAP = re.compile(r"[\s,:;'-]*(?:\w{1,4}[\s,:;'-]+){0,3}")
+
+
+def fold(text: str) -> str:
+    """Lower-cased, accents removed: "Aschenbrödel" and "Aschenbrodel" compare equal."""
+    norm = unicodedata.normalize("NFKD", text.lower())
+    return "".join(c for c in norm if not unicodedata.combining(c))
+
+
+def subject_names(text: str) -> list[str]:
+    """The named subjects of ``text``, names split only by short words joined: a question's
+    "Alexander and the Terrible, Horrible, No Good, Very Bad Day" is one subject, its "Publix"
+    and "Hello Love" two."""
+    out: list[tuple[int, int]] = []
+    for start, end, _name, _type in find_entities(text):
+        if out and _NAME_GAP.fullmatch(text[out[-1][1] : start]):
+            out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return list(dict.fromkeys(text[s:e] for s, e in out))
+
+
+def names_in(name: str, text: str) -> bool:
+    """Whether folded ``text`` names ``name`` as whole words (both compared folded)."""
+    key = fold(name).strip()
+    return len(key) >= 3 and re.search(rf"(?<!\w){re.escape(key)}(?!\w)", text) is not None
+
+
+def title_named(title: str, text: str) -> bool:
+    """Whether folded ``text`` names a document by its title or, for a disambiguated title
+    ("Brother (Pearl Jam song)"), by its bare name."""
+    return any(names_in(n, text) for n in title_names(title))
