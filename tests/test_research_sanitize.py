@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
@@ -204,21 +206,26 @@ def test_plain_colons_are_not_links() -> None:
     assert "[link removed]" in sanitize_links("go to JavaScript:alert(1) or hxxp://x.y/z")
 
 
-def test_citation_after_the_full_stop_belongs_to_the_sentence() -> None:
+def _evidence(ev_id: str, text: str) -> Any:
     from core.library import Evidence
-    from core.research.citations import check_claims
 
-    ev_id = "ev1:" + "a" * 16
-    ev = Evidence(
+    return Evidence(
         evidence_id=ev_id,
         passage_id=ev_id,
         doc_id="d",
         title="t",
         source_uri="u",
         kind="pdf",
-        text="It handled 4,200 ships in 2019.",
-        passage_text="x",
+        text=text,
+        passage_text=text,
     )
+
+
+def test_citation_after_the_full_stop_belongs_to_the_sentence() -> None:
+    from core.research.citations import check_claims
+
+    ev_id = "ev1:" + "a" * 16
+    ev = _evidence(ev_id, "It handled 4,200 ships in 2019.")
     flagged = check_claims(f"It handled 4,200 ships in 2019. [{ev_id}]", {ev_id: ev}.get, None)
     assert flagged == []
     flagged = check_claims(f"It handled 5,000 ships. [{ev_id}]", {ev_id: ev}.get, None)
@@ -236,20 +243,10 @@ def test_citation_after_the_full_stop_belongs_to_the_sentence() -> None:
     ],
 )
 def test_month_names_match_numeric_dates(cited: str, ok: bool) -> None:
-    from core.library import Evidence
     from core.research.citations import check_claims
 
     ev_id = "ev1:" + "b" * 16
-    ev = Evidence(
-        evidence_id=ev_id,
-        passage_id=ev_id,
-        doc_id="d",
-        title="t",
-        source_uri="u",
-        kind="pdf",
-        text=cited,
-        passage_text=cited,
-    )
+    ev = _evidence(ev_id, cited)
     flagged = check_claims(f"It happened on November 27, 2007. [{ev_id}]", {ev_id: ev}.get, None)
     assert (flagged == []) is ok, flagged
     if not ok:
@@ -257,20 +254,10 @@ def test_month_names_match_numeric_dates(cited: str, ok: bool) -> None:
 
 
 def test_an_initial_does_not_end_the_sentence_a_citation_checks() -> None:
-    from core.library import Evidence
     from core.research.citations import check_claims
 
     ev_id = "ev1:" + "c" * 16
-    ev = Evidence(
-        evidence_id=ev_id,
-        passage_id=ev_id,
-        doc_id="d",
-        title="t",
-        source_uri="u",
-        kind="pdf",
-        text="G. Stanley Hall wrote Adolescence in 1904.",
-        passage_text="x",
-    )
+    ev = _evidence(ev_id, "G. Stanley Hall wrote Adolescence in 1904.")
     claim = f"The first president of the Northport Society was G. Stanley Hall [{ev_id}]."
     (flag,) = check_claims(claim, {ev_id: ev}.get, None)
     assert flag.sentence == claim  # the whole sentence, not "Stanley Hall [...]."

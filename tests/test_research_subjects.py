@@ -28,6 +28,18 @@ PASSAGES = {
 LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False, read_top=0)
 
 
+def _two_hop_planner() -> ScriptedLLM:
+    """Who performed Hello Love (a), then where he lived when he died (b, after a)."""
+    return ScriptedLLM(
+        [
+            plan(
+                ("a", "Who performed Hello Love?", []),
+                ("b", "Where did the performer of Hello Love live when he died?", ["a"]),
+            )
+        ]
+    )
+
+
 @pytest.fixture(scope="module")
 def songs_app(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[Sourcebook]:
     root = tmp_path_factory.mktemp("songs")
@@ -150,14 +162,7 @@ def test_dependent_worker_reads_what_its_dependency_found_first(songs_app: Sourc
     song, snow = _pid(songs_app, "Hello Love (song)"), _pid(songs_app, "Hank Snow")
     worrall = _pid(songs_app, "Henry Worrall (artist)")
     question = "Where did the performer of Hello Love live when he died?"
-    planner = ScriptedLLM(
-        [
-            plan(
-                ("a", "Who performed Hello Love?", []),
-                ("b", "Where did the performer of Hello Love live when he died?", ["a"]),
-            )
-        ]
-    )
+    planner = _two_hop_planner()
     researcher = ScriptedLLM(
         [
             act("fetch_evidence", evidence_id=song),
@@ -188,14 +193,7 @@ def test_dependent_worker_reads_what_its_dependency_found_first(songs_app: Sourc
 def test_dependent_worker_reads_what_its_dependency_read_last(songs_app: Sourcebook) -> None:
     song, snow = _pid(songs_app, "Hello Love (song)"), _pid(songs_app, "Hank Snow")
     question = "Where did the performer of Hello Love live when he died?"
-    planner = ScriptedLLM(
-        [
-            plan(
-                ("a", "Who performed Hello Love?", []),
-                ("b", "Where did the performer of Hello Love live when he died?", ["a"]),
-            )
-        ]
-    )
+    planner = _two_hop_planner()
     researcher = ScriptedLLM(
         [
             act("fetch_evidence", evidence_id=song),
