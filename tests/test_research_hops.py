@@ -17,7 +17,7 @@ from research_fixtures import (
 
 from core.research.schemas import Boundary, Finding, ResearchLimits, ResearchNotes
 from core.research.tools import Fetched, Scope, Tools
-from core.research.words import focus_terms, names
+from core.research.words import focus_terms, gap_query, names
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
@@ -128,7 +128,7 @@ def test_dependent_query_builds_on_on_topic_findings_only(research_app: Sourcebo
                 sufficient=False,
                 gaps=[
                     "The Riverton Ferry Company is not mentioned.",
-                    "Later career of Mayor Ellen Park",
+                    "The later career of Mayor Ellen Park is not mentioned in the given passages.",
                 ],
             ),
             # b: after its two automatic searches
@@ -162,9 +162,9 @@ def test_dependent_query_builds_on_on_topic_findings_only(research_app: Sourcebo
     )
     assert "founded in 1921 by Mayor Ellen Park" in b_prompt
     assert "The harbor handled 4,200 ships" not in b_prompt
-    # follow-ups: only the gap whose names the run already knows
+    # follow-ups: only the gap whose names the run already knows, searched for what it misses
     followed = [n.query for n in report.notes if n.query_id.startswith("g")]
-    assert followed == ["Later career of Mayor Ellen Park"]
+    assert followed == ["The later career of Mayor Ellen Park"]
     # the writer sees passages cited by on-topic findings first (same document: credibility ties)
     passages = writer.history[0].messages[-1].content.rsplit("<data>", 1)[1]
     assert passages.index("founded in 1921") < passages.index("4,200 ships")
@@ -197,3 +197,25 @@ def test_discover_expands_through_the_graph_inside_the_boundary(
         got = tools.discover_evidence(query).ids
         assert got == ([h.evidence_id for h in graph] if on else plain)
         assert secret not in got
+
+
+def test_a_gap_is_searched_for_what_it_says_is_missing() -> None:
+    assert (
+        gap_query("The country where the composer was a citizen is not mentioned in the passages.")
+        == "The country where the composer was a citizen"
+    )
+    assert gap_query("The founding year is not explicitly stated in the given passages") == (
+        "The founding year"
+    )
+    assert (
+        gap_query("The passage does not provide information about the railway's owner.")
+        == "the railway's owner"
+    )
+    # anything else is kept whole: a claim, a qualified negation, a question, too little left
+    for kept in (
+        "The Bubye River is not the Barcoongere River",
+        "The author is not explicitly stated to be a citizen of Norway in the given passages",
+        "Where did Ellen Park study?",
+        "It is not mentioned",
+    ):
+        assert gap_query(kept) == kept.rstrip(".")

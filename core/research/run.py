@@ -47,7 +47,7 @@ from core.research.schemas import (
     RunStatus,
 )
 from core.research.tools import Fetched, Scope, Tools
-from core.research.words import focus_terms, names
+from core.research.words import focus_terms, gap_query, names
 from core.tasks import RecordingFailed, TaskLog
 from models.llm import LLM
 
@@ -299,7 +299,7 @@ def _research(ctx: RunContext, plan: ResearchPlan, st: _State) -> None:
             if n.failed:  # only failed queries run again, under a fresh id
                 followups.append(ResearchQuery(id=f"{n.query_id[:5]}r{rnd}", query=n.query))
             for gap in n.gaps:
-                text = gap.strip()
+                text = gap_query(gap)
                 if len(text) >= 3 and text.lower() != n.query.lower() and names(text) <= known:
                     followups.append(
                         ResearchQuery(id=f"g{rnd}{len(followups) + 1}", query=text[:300])

@@ -51,6 +51,36 @@ def focus_terms(query: str, before: str, found: str, max_words: int = 12) -> str
     return " ".join(out[:max_words])
 
 
+_SOURCES = r"(?:passages?|texts?|sources?|documents?|evidence|results?|context)"
+# "X is not explicitly stated in the given passages" -> "X"
+_NOT_IN_SOURCES = re.compile(
+    r"\s+(?:is|are|was|were)\s+not\s+(?:\w+ly\s+)?"
+    r"(?:stated|mentioned|specified|provided|given|found|listed|named|identified|available)"
+    rf"(?:\s+(?:in|by)\s+(?:any\s+of\s+)?(?:the\s+)?(?:\w+\s+)?{_SOURCES})?\s*$",
+    re.IGNORECASE,
+)
+# "The passage does not provide information about X" -> "X"
+_SOURCES_LACK = re.compile(
+    rf"^(?:the\s+)?(?:\w+\s+)?{_SOURCES}\s+(?:does|do|did)\s+not\s+"
+    r"(?:provide|give|contain|include|mention|state|say|specify)\s+"
+    r"(?:any\s+)?(?:information|details|data)?\s*(?:about|on|regarding|of|for)?\s*",
+    re.IGNORECASE,
+)
+
+
+def gap_query(gap: str) -> str:
+    """What a worker's gap says is missing, as a search: "The country where the composer of
+    Aschenbrodel was a citizen is not mentioned in the given passages" -> "The country where the
+    composer of Aschenbrodel was a citizen". Searched whole, the gap's "not mentioned in the
+    given passages" matched passages about passages and mentions. Any other gap is kept."""
+    text = " ".join(gap.split()).rstrip(" .")
+    lacks = _SOURCES_LACK.match(text)
+    if lacks and lacks.end() < len(text):
+        text = text[lacks.end() :]
+    cut = _NOT_IN_SOURCES.sub("", text).strip(" ,;:")
+    return cut if len(cut) >= 3 else text
+
+
 # Between two names of one title ("Alexander and the Terrible, Horrible, No Good, Very Bad
 # Day"): punctuation and at most three short words.
 _NAME_GAP = re.compile(r"[\s,:;'-]*(?:\w{1,4}[\s,:;'-]+){0,3}")
