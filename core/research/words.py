@@ -71,8 +71,9 @@ _SOURCES_LACK = re.compile(
 def gap_query(gap: str) -> str:
     """What a worker's gap says is missing, as a search: "The country where the composer of
     Aschenbrodel was a citizen is not mentioned in the given passages" -> "The country where the
-    composer of Aschenbrodel was a citizen". Searched whole, the gap's "not mentioned in the
-    given passages" matched passages about passages and mentions. Any other gap is kept."""
+    composer of Aschenbrodel was a citizen". Searched whole, its "not mentioned in the given
+    passages" weighs in both the keyword and the dense search, though it names nothing the run
+    lacks. Any other gap is kept as it is."""
     text = " ".join(gap.split()).rstrip(" .")
     lacks = _SOURCES_LACK.match(text)
     if lacks and lacks.end() < len(text):
