@@ -129,13 +129,15 @@ def test_dependent_query_builds_on_on_topic_findings_only(research_app: Sourcebo
                 gaps=[
                     "The Riverton Ferry Company is not mentioned.",
                     "The later career of Mayor Ellen Park is not mentioned in the given passages.",
+                    "What the authority does today is not stated in the given passages.",
                 ],
             ),
             # b: after its two automatic searches
             act("fetch_evidence", evidence_id=rail),
             act("finish"),
             notes(("The Eastline railway connects Northport with Riverton.", [rail])),
-            # round 2: the one gap worth following up
+            # round 2: the two gaps worth following up
+            act("finish"),
             act("finish"),
         ]
     )
@@ -162,9 +164,13 @@ def test_dependent_query_builds_on_on_topic_findings_only(research_app: Sourcebo
     )
     assert "founded in 1921 by Mayor Ellen Park" in b_prompt
     assert "The harbor handled 4,200 ships" not in b_prompt
-    # follow-ups: only the gap whose names the run already knows, searched for what it misses
+    # follow-ups: only the gaps whose names the run already knows, searched for what they miss;
+    # one that names no subject gets the question's
     followed = [n.query for n in report.notes if n.query_id.startswith("g")]
-    assert followed == ["The later career of Mayor Ellen Park"]
+    assert followed == [
+        "The later career of Mayor Ellen Park",
+        "What the authority does today (Ellen Park)",
+    ]
     # the writer sees passages cited by on-topic findings first (same document: credibility ties)
     passages = writer.history[0].messages[-1].content.rsplit("<data>", 1)[1]
     assert passages.index("founded in 1921") < passages.index("4,200 ships")

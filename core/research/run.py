@@ -307,6 +307,11 @@ def _research(ctx: RunContext, plan: ResearchPlan, st: _State) -> None:
         followups = followups[:MAX_FOLLOWUPS]
         if not followups:
             break
+        # A gap has no dependency to take its subject from: "Why is operating margin not a
+        # useful metric for a company like this?" (of Adobe) read Microsoft's and J&J's filings.
+        followups = planner.keep_subjects(
+            plan.model_copy(update={"queries": followups}), st.question
+        ).queries
         ctx.log.append(
             ctx.task, ctx.run, "followups", f"followups/r{rnd}", [q.model_dump() for q in followups]
         )
