@@ -76,6 +76,11 @@ def test_named_entity_ids_of_a_question() -> None:
     ids = named_entity_ids(question)
     assert ids == [entity_id("Bubye River")]
     assert named_entity_ids("what is revenue?") == []
+    # a question's opening auxiliary is not part of the name it asks about
+    assert named_entity_ids("Does Adobe have an improving margin?") == [entity_id("Adobe")]
+    assert named_entity_ids("Has Microsoft increased its debt?") == [entity_id("Microsoft")]
+    assert named_entity_ids("Did Ulta Beauty grow?") == [entity_id("Ulta Beauty")]
+    assert "Will Smith" in _types("Will Smith starred in it.")
 
 
 def test_a_disambiguated_title_also_names_its_bare_name() -> None:

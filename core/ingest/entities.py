@@ -118,7 +118,10 @@ _LEADING = _wordset(
     "a an the this that these those there here it its our we us you your they their he she his "
     "her in on at for from to by with as if when while during after before since although "
     "though however moreover furthermore additionally also but and or nor so yet each every all "
-    "some any no not such what which who how why where of & see refer"
+    "some any no not such what which who how why where of & see refer "
+    # a question's opening auxiliary ("Does Adobe have ...", "Has Microsoft increased ...");
+    # "will" and "may" are left out: they open names ("Will Smith") and a month
+    "is are was were do does did has have had can could would should shall must"
 )
 _ORG_WORDS = _wordset(
     "inc inc. corp corp. corporation company co. ltd ltd. llc plc group holdings bank "
