@@ -19,6 +19,7 @@ from research_fixtures import (
 )
 
 from core.research.schemas import Boundary, ResearchLimits
+from core.research.writer import repeat_cut
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
@@ -205,6 +206,36 @@ def test_repair_pass_removes_invalid_and_records(research_app: Sourcebook) -> No
     assert "ev1:" not in report.markdown.split("## Sources")[0]
     assert report.status == "partial"
     assert any("removed" in r for r in report.status_reasons)
+
+
+def test_a_writer_that_loops_is_stopped_and_cut(research_app: Sourcebook) -> None:
+    ships = pid_with(research_app, "4,200 ships")
+    q = "How many ships did Northport harbor handle in 2019?"
+    planner = ScriptedLLM([plan(("q1", q, []))])
+    researcher = ScriptedLLM(worker_script(q, ships, "4,200 ships in 2019."))
+    loop = "The passage states that the harbor handled 4,200 ships in 2019 [E1].\n"
+    writer = ScriptedLLM([f"Northport was busy in 2019 [E1].\n{loop * 30}The passage st"])
+    tokens: list[str] = []
+    report = research_app.research(
+        q,
+        models=models(planner, researcher, writer),
+        task="loop",
+        limits=LIM,
+        on_token=tokens.append,
+    )
+    body = report.markdown.split("## Sources")[0]
+    assert body.count("The passage states that the harbor handled") == 1
+    assert "The passage st\n" not in body and not body.rstrip().endswith("st")
+    # generation stopped within the first repeat: the other 29 were never streamed
+    assert "".join(tokens).count("The passage states") == 2
+    assert _cited_ids(report) == {ships}
+    # the cut text is what the task log keeps, so a resumed run writes the same report
+    idle = [ScriptedLLM([]) for _ in range(3)]
+    again = research_app.research(q, models=models(*idle), task="loop", limits=LIM)
+    assert again.markdown == report.markdown
+    # short sentences may recur; a repeat is found whatever its citations and case
+    assert repeat_cut("See note 4. Revenue rose. See note 4. Revenue rose.") is None
+    assert repeat_cut("Revenue rose by 4% in 2022 [E1]. Revenue ROSE by 4% in 2022 [E2].") == 33
 
 
 def test_claim_support_flags_unsupported_numbers(research_app: Sourcebook) -> None:

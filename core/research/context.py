@@ -159,8 +159,13 @@ class RunContext:
         *,
         max_tokens: int,
         stream_to: Callable[[str], None] | None = None,
+        stop_at: Callable[[str], int | None] | None = None,
     ) -> tuple[str, bool]:
-        """A free-text model call (streamed to ``stream_to`` if given), logged and resumable."""
+        """A free-text model call (streamed to ``stream_to`` if given), logged and resumable.
+
+        ``stop_at(text)`` is asked at each word boundary for where the text should end; once it
+        answers, generation stops and the text is cut there (a small model caught in a loop).
+        """
         self.check_cancel()
         llm = self.model(role)
 
@@ -174,10 +179,20 @@ class RunContext:
                         tokens: Iterator[str] = llm.stream(
                             messages, max_tokens=max_tokens, cancel=self.cancel
                         )
+                        cut = None
                         for tok in tokens:
+                            after = parts[-1][-1:] if parts else ""
+                            at_word = tok[:1].isspace() or after.isspace()
+                            if stop_at is not None and at_word:
+                                cut = stop_at("".join(parts))
+                                if cut is not None:
+                                    break
                             parts.append(tok)
                             if stream_to is not None:
                                 stream_to(tok)
+                        close = getattr(tokens, "close", None)
+                        if close is not None:
+                            close()  # stops the generation if it was cut
                 except ModelError as exc:
                     if isinstance(exc.__cause__, GenerationCancelled):
                         raise CancelledError("The research run was cancelled.") from exc
@@ -185,6 +200,11 @@ class RunContext:
                     raise
                 text = "".join(parts)
                 counts["completion_tokens"] = llm.count_tokens(text)
+                if stop_at is not None and cut is None:
+                    cut = stop_at(text)
+                if cut is not None:
+                    logger.info("%s: the model repeated itself; its text is cut there", key)
+                    text = text[:cut].rstrip()
             return text
 
         text, reused = self.log.step(self.task, self.run, key, call)

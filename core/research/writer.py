@@ -27,6 +27,27 @@ logger = logging.getLogger(__name__)
 EVIDENCE_CHARS = 1500
 ANSWER_MAX_TOKENS = 400
 ANSWER_SENTENCES = 8  # sentences the short-answer step reads, across all passages
+_CITES = re.compile(r"\[[^\]\n]*\]")
+_WORDS = re.compile(r"\w+")
+
+
+def repeat_cut(text: str, min_chars: int = 20) -> int | None:
+    """Where ``text`` starts repeating itself: the start of its first sentence that says an
+    earlier one again word for word (citations and case aside), or None.
+
+    The 1.5B writer sometimes loops, writing "The passage states that Adobe's operating margin
+    improved ..." twenty times until its token budget ran out. A report never needs a
+    sentence twice; short ones ("See note 4.") may recur and are not counted.
+    """
+    seen: set[str] = set()
+    for start, end in sentence_ranges(text):
+        key = " ".join(_WORDS.findall(_CITES.sub(" ", text[start:end]).casefold()))
+        if len(key) < min_chars:
+            continue
+        if key in seen:
+            return start
+        seen.add(key)
+    return None
 
 
 def cited_ids(notes: list[ResearchNotes], on_topic: bool = False) -> list[str]:
@@ -228,6 +249,7 @@ def write(
         msgs,
         max_tokens=answer_budget(llm, ctx.limits.writer_max_tokens),
         stream_to=on_token,
+        stop_at=repeat_cut,
     )
     return text
 
@@ -253,6 +275,10 @@ def repair(ctx: RunContext, draft: str, invalid: list[str], labels: dict[str, st
         answer_budget(llm, ctx.limits.writer_max_tokens),
     )
     text, _ = ctx.model_text(
-        "writer", "repair", msgs, max_tokens=answer_budget(llm, ctx.limits.writer_max_tokens)
+        "writer",
+        "repair",
+        msgs,
+        max_tokens=answer_budget(llm, ctx.limits.writer_max_tokens),
+        stop_at=repeat_cut,
     )
     return text
