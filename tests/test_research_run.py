@@ -18,6 +18,7 @@ from research_fixtures import (
     worker_script,
 )
 
+from core.research.citations import bracket_labels
 from core.research.schemas import Boundary, ResearchLimits
 from core.research.writer import repeat_cut
 from core.service import Sourcebook
@@ -236,6 +237,22 @@ def test_a_writer_that_loops_is_stopped_and_cut(research_app: Sourcebook) -> Non
     # short sentences may recur; a repeat is found whatever its citations and case
     assert repeat_cut("See note 4. Revenue rose. See note 4. Revenue rose.") is None
     assert repeat_cut("Revenue rose by 4% in 2022 [E1]. Revenue ROSE by 4% in 2022 [E2].") == 33
+
+
+def test_bare_labels_in_prose_become_checked_citations(research_app: Sourcebook) -> None:
+    ships = pid_with(research_app, "4,200 ships")
+    q = "How many ships did Northport harbor handle in 2019?"
+    planner = ScriptedLLM([plan(("q1", q, []))])
+    researcher = ScriptedLLM(worker_script(q, ships, "4,200 ships in 2019."))
+    writer = ScriptedLLM(["Northport handled 4,200 ships in 2019, as E1 states. E9 is unknown."])
+    report = research_app.research(
+        q, models=models(planner, researcher, writer), task="bare-labels", limits=LIM
+    )
+    body = report.markdown.split("## Sources")[0]
+    assert "as [1] states" in body and "E1" not in body
+    assert "E9 is unknown" in body  # not one of the run's labels: left as text
+    assert _cited_ids(report) == {ships}
+    assert bracket_labels("[E1] and E1, E12 or E1x", ["E1", "E12"]) == "[E1] and [E1], [E12] or E1x"
 
 
 def test_claim_support_flags_unsupported_numbers(research_app: Sourcebook) -> None:

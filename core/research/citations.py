@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 
 import numpy as np
@@ -121,6 +121,23 @@ def citation_tokens(markdown: str) -> list[str]:
         m.group(1) for m in LOOSE_RE.finditer(markdown) if not TOKEN_RE.fullmatch(m.group(1))
     )
     return out
+
+
+def bracket_labels(markdown: str, labels: Collection[str]) -> str:
+    """Bare evidence labels in prose ("supported by E3 and E6") as citations ("[E3] and [E6]"),
+    so they are checked and numbered like the rest; the 1.5B writer named its passages so, and
+    the reader saw labels that stand for nothing. Only the run's own labels are touched, and
+    nothing already inside brackets."""
+    if not labels:
+        return markdown
+    inside = [m.span() for m in re.finditer(r"\[[^\]\n]*\]", markdown)]
+
+    def bracket(m: re.Match[str]) -> str:
+        if m.group(0) not in labels or any(a <= m.start() < b for a, b in inside):
+            return m.group(0)
+        return f"[{m.group(0)}]"
+
+    return re.sub(r"(?<![\w\[])E\d+(?![\w\]])", bracket, markdown)
 
 
 def rewrite_citations(markdown: str, fn: Callable[[str], str | None]) -> str:

@@ -26,6 +26,7 @@ from core.library import Evidence, Library
 from core.research import planner, writer
 from core.research.citations import (
     CitationChecker,
+    bracket_labels,
     check_claims,
     citation_tokens,
     credibility,
@@ -260,6 +261,7 @@ def _run(
             if answer and on_token is not None:
                 on_token(answer + "\n\n")
         draft = writer.write(ctx, req.question, st.plan, notes, evidence, labels, on_token, answer)
+        draft = bracket_labels(draft, labels)
         if not citation_tokens(draft):
             fallback = writer.findings_report(notes)
             if fallback:
@@ -404,7 +406,7 @@ def _finish(
         still = checker.invalid(draft)
         if still:
             ctx.emit("stage", stage="repairing citations", text=", ".join(t for t, _ in still))
-            draft = writer.repair(ctx, draft, [t for t, _ in still], labels)
+            draft = bracket_labels(writer.repair(ctx, draft, [t for t, _ in still], labels), labels)
     text, removed = checker.canonicalize(draft)
     st.removed = removed
     if removed:
