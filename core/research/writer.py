@@ -29,6 +29,7 @@ ANSWER_MAX_TOKENS = 400
 ANSWER_SENTENCES = 8  # sentences the short-answer step reads, across all passages
 _CITES = re.compile(r"\[[^\]\n]*\]")
 _WORDS = re.compile(r"\w+")
+_ENDED = re.compile(r"([.!?][\"'”’)\]]*[ \t]*|\n\s*)$")
 
 
 def repeat_cut(text: str, min_chars: int = 20) -> int | None:
@@ -37,10 +38,15 @@ def repeat_cut(text: str, min_chars: int = 20) -> int | None:
 
     The 1.5B writer sometimes loops, writing "The passage states that Adobe's operating margin
     improved ..." twenty times until its token budget ran out. A report never needs a
-    sentence twice; short ones ("See note 4.") may recur and are not counted.
+    sentence twice; short ones ("See note 4.") may recur and are not counted. A last sentence
+    still being written is not compared: "Margin was 36.8% in FY2021" may go on "and 34.6% in
+    FY2022".
     """
+    ranges = sentence_ranges(text)
+    if ranges and not _ENDED.search(text[ranges[-1][0] :]):
+        ranges.pop()
     seen: set[str] = set()
-    for start, end in sentence_ranges(text):
+    for start, end in ranges:
         key = " ".join(_WORDS.findall(_CITES.sub(" ", text[start:end]).casefold()))
         if len(key) < min_chars:
             continue
