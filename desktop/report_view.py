@@ -172,7 +172,9 @@ class ReportView(QWidget):
         self.sources.setToolTip("Double-click or press Enter to open the cited passage.")
         self.sources.itemActivated.connect(self._on_source)
 
-        self.flagged_label = QLabel("Flagged claims (not clearly supported by their citation)")
+        self.flagged_label = QLabel(
+            "Flagged claims (uncited, or not clearly supported by their citation)"
+        )
         self.flagged = QListWidget()
         self.flagged.setObjectName("report-flagged")
         self.flagged.setWordWrap(True)

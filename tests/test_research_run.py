@@ -273,6 +273,10 @@ def test_claim_support_flags_unsupported_numbers(research_app: Sourcebook) -> No
     reason = report.flagged_claims[0].reason
     assert "9900" in reason and "2017" in reason and "Brooks" in reason
     assert "⚠" in report.markdown and "## Flagged claims" in report.markdown
+    # the list quotes the sentence it flags
+    assert "- ⚠ “Northport handled 9,900 ships in 2017 under Admiral Brooks.”: not in" in (
+        report.markdown
+    )
     assert report.status == "partial"
 
 

@@ -253,6 +253,31 @@ def test_month_names_match_numeric_dates(cited: str, ok: bool) -> None:
         assert "november" in flagged[0].reason
 
 
+def test_an_uncited_sentence_that_asserts_facts_is_flagged() -> None:
+    from core.research.citations import check_claims, excerpt
+
+    ev_id = "ev1:" + "d" * 16
+    ev = _evidence(ev_id, "Adobe reported revenue of $17,606 million in fiscal 2022.")
+    md = (
+        f"Adobe reported revenue of $17,606 million [{ev_id}]. Its margin rose to 36.8% in 2022.\n"
+        "The passage states that Adobe Sensei drove the growth.\n"
+        "The passages do not state Adobe's operating margin for 2021.\n"
+        "## Adobe in 2022\n| Revenue | 17,606 |\nThis is useful context.\n"
+        f"Revenue was reported in fiscal 2022. Adobe reported it [{ev_id}]."
+    )
+    flagged = check_claims(md, {ev_id: ev}.get, None)
+    assert [(excerpt(f.sentence), f.reason, f.evidence_ids) for f in flagged] == [
+        (
+            "Its margin rose to 36.8% in 2022.",
+            "no citation, and not in the line's cited text: 36.8",
+            [],
+        ),
+        ("The passage states that Adobe Sensei drove the growth.", "no citation", []),
+    ]
+    assert excerpt(f"A claim [{ev_id}]. ⚠") == "A claim."
+    assert excerpt("word " * 40, chars=20) == "word word word word…"
+
+
 def test_an_initial_does_not_end_the_sentence_a_citation_checks() -> None:
     from core.research.citations import check_claims
 

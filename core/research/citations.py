@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from datetime import UTC, datetime
 
 import numpy as np
@@ -278,25 +278,36 @@ def key_terms(sentence: str) -> list[str]:
     return list(dict.fromkeys(t for t in terms if t))
 
 
+def _sentences(markdown: str) -> Iterator[tuple[str, str]]:
+    """(sentence, its line) in order; a citation standing alone after a sentence ("Claim.
+    [id]") belongs to it."""
+    for line in markdown.splitlines():
+        sentences: list[str] = []
+        for m in _SENT_RE.finditer(line):
+            sentence = m.group(0).strip()
+            if sentences and not re.search(r"\w", _ID_TOKEN_RE.sub("", sentence)):
+                sentences[-1] = f"{sentences[-1]} {sentence}"
+            else:
+                sentences.append(sentence)
+        yield from ((x, line) for x in sentences)
+
+
 def check_claims(
     markdown: str,
     evidence: Callable[[str], Evidence | None],
     embed: Callable[[list[str]], np.ndarray] | None,
 ) -> list[FlaggedClaim]:
-    """Flag cited sentences whose terms are missing from, or unlike, their cited text."""
+    """Flag cited sentences whose terms are missing from, or unlike, their cited text, and
+    uncited ones that assert what no citation on their line backs (:func:`uncited_claim`)."""
     flagged: list[FlaggedClaim] = []
     items: list[tuple[str, list[str], str]] = []
-    sentences: list[str] = []
-    for m in _SENT_RE.finditer(markdown):
-        sentence = m.group(0).strip()
-        bare = _ID_TOKEN_RE.sub("", sentence)
-        if sentences and not re.search(r"\w", bare) and "\n" not in markdown[: m.start()][-1:]:
-            sentences[-1] = f"{sentences[-1]} {sentence}"  # "Claim. [id]": the id is the claim's
-        else:
-            sentences.append(sentence)
-    for sentence in sentences:
+    for sentence, line in _sentences(markdown):
         ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
         if not ids:
+            around = [e for e in map(evidence, _ID_TOKEN_RE.findall(line)) if e is not None]
+            reason = uncited_claim(sentence, line, around)
+            if reason:
+                flagged.append(FlaggedClaim(sentence=sentence, evidence_ids=[], reason=reason))
             continue
         texts = [ev.text for ev in (evidence(i) for i in ids) if ev is not None]
         cited = _norm(" ".join(texts))
@@ -326,6 +337,43 @@ def check_claims(
                     )
                 )
     return flagged
+
+
+# "The passages do not state X", "X is not provided": saying what is missing needs no source.
+_ABSENCE = re.compile(
+    r"\bnot\s+(?:\w+ly\s+)?(?:provided|stated|mentioned|specified|given|available|found|"
+    r"included|disclosed|reported|listed)\b"
+    r"|\b(?:do|does|did|cannot|can't)\s+(?:not\s+)?(?:state|mention|provide|say|give|specify|"
+    r"include|contain|disclose|report|determine)\b"
+    r"|\bno\s+(?:information|data|details|mention)\b",
+    re.IGNORECASE,
+)
+
+
+def uncited_claim(sentence: str, line: str, line_evidence: list[Evidence]) -> str:
+    """Why an uncited sentence is flagged ("" when it is not): it asserts numbers, dates or
+    names (:func:`key_terms`), and the passages cited elsewhere on its line (a paragraph may
+    cite once, at its end) do not all hold them. Headings, table rows and statements of what
+    the sources lack are not claims."""
+    if line.lstrip().startswith(("#", "|")) or _ABSENCE.search(sentence):
+        return ""
+    terms = key_terms(sentence)
+    if not terms:
+        return ""
+    if not line_evidence:
+        return "no citation"
+    cited = _norm(" ".join(e.text for e in line_evidence))
+    missing = [t for t in terms if not _present(t, cited)]
+    if not missing:
+        return ""
+    return "no citation, and not in the line's cited text: " + ", ".join(missing[:6])
+
+
+def excerpt(sentence: str, chars: int = 90) -> str:
+    """A flagged sentence as the Flagged claims list quotes it: no citations, cut to ``chars``."""
+    text = " ".join(_ID_TOKEN_RE.sub("", sentence).replace("⚠", "").split())
+    text = re.sub(r"\s+([.,;:!?])", r"\1", text)
+    return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
 
 
 def mark_flagged(markdown: str, flagged: list[FlaggedClaim]) -> str:

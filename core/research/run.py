@@ -30,6 +30,7 @@ from core.research.citations import (
     check_claims,
     citation_tokens,
     credibility,
+    excerpt,
     mark_flagged,
 )
 from core.research.context import EventFn, RunContext, StopSignal
@@ -414,7 +415,8 @@ def _finish(
     st.flagged = check_claims(text, fetched_or_span, lambda xs: ctx.library.embedder.embed(xs))
     if st.flagged:
         st.reasons.append(
-            f"{len(st.flagged)} claim(s) are not clearly supported by their citation (marked ⚠)."
+            f"{len(st.flagged)} claim(s) are uncited or not clearly supported by their citation "
+            "(marked ⚠)."
         )
     text = mark_flagged(sanitize_links(text), st.flagged)
 
@@ -431,7 +433,7 @@ def _finish(
         body = (
             body.rstrip()
             + "\n\n## Flagged claims\n\n"
-            + "\n".join(f"- ⚠ {f.reason}" for f in st.flagged)
+            + "\n".join(f"- ⚠ “{excerpt(f.sentence)}”: {f.reason}" for f in st.flagged)
             + "\n"
         )
     st.markdown = body.rstrip() + "\n\n" + (sources_section(st.citations) if st.citations else "")
