@@ -8,8 +8,9 @@ that HTML laid out by PyMuPDF's ``Story``; it keeps the numbered citations and t
 The JSON provenance format (version 1) holds exactly: ``status``, ``question``,
 ``report_markdown``, ``citations`` (each: ``number``, ``evidence_id``, ``title``, ``source_uri``,
 ``pages`` 1-based, ``boxes``, ``quote``, ``content_sha256`` = sha256 of the UTF-8 quote),
-``removed_citations`` and ``flagged_claims``. A reader can check each claim by hashing the quote
-and finding it on the cited pages of the source.
+``removed_citations`` and ``flagged_claims`` (each: ``sentence``, ``evidence_ids`` (empty for a
+claim that cites nothing), ``reason``). A reader can check each claim by hashing the quote and
+finding it on the cited pages of the source.
 """
 
 from __future__ import annotations
