@@ -112,6 +112,12 @@ def test_a_first_hop_query_without_a_subject_gets_the_questions_back() -> None:
     assert keep_subjects(_plan(("who wrote it?", [])), "who wrote it?").queries[0].query == (
         "who wrote it?"
     )
+    # a date or an amount is not a subject of its own
+    amazon = "What is Amazon's year-over-year change in revenue from FY2016 to FY2017?"
+    assert subject_names(amazon) == ["Amazon"]
+    assert subject_names("How much was 30% of sales in 2019 for Pfizer?") == ["Pfizer"]
+    got = keep_subjects(_plan(("What is the total revenue for FY2016?", [])), amazon)
+    assert got.queries[0].query == "What is the total revenue for FY2016? (Amazon)"
 
 
 def test_a_plan_that_stops_short_ends_with_the_question() -> None:

@@ -87,6 +87,9 @@ def gap_query(gap: str) -> str:
 _NAME_GAP = re.compile(r"[\s,:;'-]*(?:\w{1,4}[\s,:;'-]+){0,3}")
 
 
+_NOT_SUBJECTS = frozenset({"date", "quantity"})
+
+
 def fold(text: str) -> str:
     """Lower-cased, accents removed: "Aschenbrödel" and "Aschenbrodel" compare equal."""
     norm = unicodedata.normalize("NFKD", text.lower())
@@ -96,13 +99,19 @@ def fold(text: str) -> str:
 def subject_names(text: str) -> list[str]:
     """The named subjects of ``text``, names split only by short words joined: a question's
     "Alexander and the Terrible, Horrible, No Good, Very Bad Day" is one subject, its "Publix"
-    and "Hello Love" two."""
+    and "Hello Love" two. Dates and quantities are not subjects: "What is the total revenue for
+    FY2016?" (of Amazon) names none."""
     out: list[tuple[int, int]] = []
-    for start, end, _name, _type in find_entities(text):
-        if out and _NAME_GAP.fullmatch(text[out[-1][1] : start]):
+    joinable = False
+    for start, end, _name, kind in find_entities(text):
+        if kind in _NOT_SUBJECTS:  # "FY2016" names when, "30%" how much: neither names what
+            joinable = False
+            continue
+        if joinable and _NAME_GAP.fullmatch(text[out[-1][1] : start]):
             out[-1] = (out[-1][0], end)
         else:
             out.append((start, end))
+        joinable = True
     return list(dict.fromkeys(text[s:e] for s, e in out))
 
 
