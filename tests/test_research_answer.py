@@ -57,6 +57,8 @@ def test_report_opens_with_the_cited_short_answer(research_app: Sourcebook) -> N
                 ["E1"],
                 steps=[{"question": "Who founded it?", "answer": "Ellen Park", "label": "E1"}],
             ),
+            # the writer copies the answer line first: the copy is dropped
+            "**Answer:** Mayor Ellen Park [E1].\n"
             "The Northport Harbor Authority was founded in 1921 by Mayor Ellen Park [E1].",
         ]
     )
@@ -65,6 +67,7 @@ def test_report_opens_with_the_cited_short_answer(research_app: Sourcebook) -> N
     assert report.status == "answered", report.status_reasons
     first = report.markdown.splitlines()[0]
     assert first == "**Answer:** Mayor Ellen Park [1]."
+    assert report.markdown.count("**Answer:**") == 1
     assert [c.evidence_id for c in report.citations] == [founded]
     assert "".join(tokens).startswith("**Answer:** Mayor Ellen Park [E1].\n\n")
     # the answer step is schema-bound: labels are an enum, the steps come before the answer

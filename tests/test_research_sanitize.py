@@ -206,14 +206,15 @@ def test_plain_colons_are_not_links() -> None:
     assert "[link removed]" in sanitize_links("go to JavaScript:alert(1) or hxxp://x.y/z")
 
 
-def _evidence(ev_id: str, text: str) -> Any:
+def _evidence(ev_id: str, text: str, title: str = "t", pages: tuple[int, ...] = ()) -> Any:
     from core.library import Evidence
 
     return Evidence(
         evidence_id=ev_id,
         passage_id=ev_id,
         doc_id="d",
-        title="t",
+        title=title,
+        pages=list(pages),
         source_uri="u",
         kind="pdf",
         text=text,
@@ -275,7 +276,23 @@ def test_an_uncited_sentence_that_asserts_facts_is_flagged() -> None:
         ("The passage states that Adobe Sensei drove the growth.", "no citation", []),
     ]
     assert excerpt(f"A claim [{ev_id}]. ⚠") == "A claim."
+    # a title the writer copies is backed by the cited passage's document; abbreviations and
+    # initials do not cut sentences
+    title = "ADOBE INC. — Form 10-K, fiscal year ended December 2, 2022"
+    ev = _evidence(ev_id, "Revenue rose in fiscal 2022.", title=title, pages=(6,))
+    line = f"- [{ev_id}] ADOBE INC. — Form 10-K, fiscal year ended December 2, 2022, p. 6: rose."
+    assert check_claims(line, {ev_id: ev}.get, None) == []
     assert excerpt("word " * 40, chars=20) == "word word word word…"
+
+
+def test_each_place_of_a_sentence_flagged_twice_is_marked() -> None:
+    from core.research.citations import mark_flagged
+    from core.research.schemas import FlaggedClaim
+
+    flag = FlaggedClaim(sentence="Revenue rose 9%.", evidence_ids=[], reason="no citation")
+    md = "Revenue rose 9%. Costs fell.\nRevenue rose 9%."
+    assert mark_flagged(md, [flag, flag]) == "Revenue rose 9%. ⚠ Costs fell.\nRevenue rose 9%. ⚠"
+    assert mark_flagged("Revenue rose 9%.", [flag, flag]) == "Revenue rose 9%. ⚠ ⚠"
 
 
 def test_an_initial_does_not_end_the_sentence_a_citation_checks() -> None:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from core.ingest.chunking import sentence_ranges
 from core.library import Evidence
 from core.research.schemas import FlaggedClaim, RemovedCitation
 from graph.ids import parse_evidence_id
@@ -278,13 +279,20 @@ def key_terms(sentence: str) -> list[str]:
     return list(dict.fromkeys(t for t in terms if t))
 
 
+def _as_cited(ev: Evidence) -> str:
+    """What a citation backs: the passage, and the title and pages the Sources list shows
+    (a writer may name the filing: "ADOBE INC. — Form 10-K, fiscal year ended ..., p. 6")."""
+    return f"{ev.title} p. {' '.join(map(str, ev.pages))}\n{ev.text}"
+
+
 def _sentences(markdown: str) -> Iterator[tuple[str, str]]:
-    """(sentence, its line) in order; a citation standing alone after a sentence ("Claim.
-    [id]") belongs to it."""
+    """(sentence, its line) in order, split as passages are (abbreviations and initials do not
+    end a sentence: "ADOBE INC. — Form 10-K", "G. Stanley Hall"); a citation standing alone
+    after a sentence ("Claim. [id]") belongs to it."""
     for line in markdown.splitlines():
         sentences: list[str] = []
-        for m in _SENT_RE.finditer(line):
-            sentence = m.group(0).strip()
+        for start, end in sentence_ranges(line):
+            sentence = line[start:end]
             if sentences and not re.search(r"\w", _ID_TOKEN_RE.sub("", sentence)):
                 sentences[-1] = f"{sentences[-1]} {sentence}"
             else:
@@ -309,8 +317,9 @@ def check_claims(
             if reason:
                 flagged.append(FlaggedClaim(sentence=sentence, evidence_ids=[], reason=reason))
             continue
-        texts = [ev.text for ev in (evidence(i) for i in ids) if ev is not None]
-        cited = _norm(" ".join(texts))
+        found = [ev for ev in (evidence(i) for i in ids) if ev is not None]
+        texts = [ev.text for ev in found]
+        cited = _norm(" ".join(map(_as_cited, found)))
         missing = [t for t in key_terms(sentence) if not _present(t, cited)]
         if missing:
             flagged.append(
@@ -362,7 +371,7 @@ def uncited_claim(sentence: str, line: str, line_evidence: list[Evidence]) -> st
         return ""
     if not line_evidence:
         return "no citation"
-    cited = _norm(" ".join(e.text for e in line_evidence))
+    cited = _norm(" ".join(map(_as_cited, line_evidence)))
     missing = [t for t in terms if not _present(t, cited)]
     if not missing:
         return ""
@@ -377,9 +386,18 @@ def excerpt(sentence: str, chars: int = 90) -> str:
 
 
 def mark_flagged(markdown: str, flagged: list[FlaggedClaim]) -> str:
-    """Mark each flagged sentence in place (⚠) so the reader sees it."""
+    """Mark each flagged sentence in place (⚠) so the reader sees it; a sentence flagged twice
+    (written twice, or for two reasons) is marked at each of its places, once per flag."""
     for f in flagged:
-        markdown = markdown.replace(f.sentence, f"{f.sentence} ⚠", 1)
+        at = markdown.find(f.sentence)
+        while at >= 0 and markdown.startswith(" ⚠", at + len(f.sentence)):
+            nxt = markdown.find(f.sentence, at + 1)
+            if nxt < 0:
+                break
+            at = nxt
+        if at >= 0:
+            end = at + len(f.sentence)
+            markdown = f"{markdown[:end]} ⚠{markdown[end:]}"
     return markdown
 
 

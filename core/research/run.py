@@ -274,7 +274,7 @@ def _run(
                 )
                 draft = fallback
         if answer:
-            draft = f"{answer}\n\n{draft.lstrip()}"
+            draft = f"{answer}\n\n{writer.without_answer_copy(draft, answer)}"
     ctx.emit("stage", stage="checking citations")
     with ctx.log.span(ctx.task, ctx.run, "stage", "citations"):
         _finish(ctx, st, draft, labels, notes)

@@ -47,13 +47,27 @@ def repeat_cut(text: str, min_chars: int = 20) -> int | None:
         ranges.pop()
     seen: set[str] = set()
     for start, end in ranges:
-        key = " ".join(_WORDS.findall(_CITES.sub(" ", text[start:end]).casefold()))
+        key = _key(text[start:end])
         if len(key) < min_chars:
             continue
         if key in seen:
             return start
         seen.add(key)
     return None
+
+
+def _key(text: str) -> str:
+    """A sentence or line compared for repeats: its words, case folded, citations aside."""
+    return " ".join(_WORDS.findall(_CITES.sub(" ", text).casefold()))
+
+
+def without_answer_copy(draft: str, answer: str) -> str:
+    """The writer's draft without lines that only repeat the answer line opening the report
+    (the 1.5B began its text with "**Answer:** Yes, Adobe has ..." word for word)."""
+    key = _key(answer)
+    bare = key.removeprefix("answer ")
+    lines = [ln for ln in draft.splitlines() if _key(ln) not in (key, bare)]
+    return "\n".join(lines).strip()
 
 
 def cited_ids(notes: list[ResearchNotes], on_topic: bool = False) -> list[str]:
