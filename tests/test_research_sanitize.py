@@ -275,6 +275,11 @@ def test_an_uncited_sentence_that_asserts_facts_is_flagged() -> None:
         ),
         ("The passage states that Adobe Sensei drove the growth.", "no citation", []),
     ]
+    # restating the question asserts nothing new
+    question = "What was Adobe's margin in 2022?"
+    restated = "To find Adobe's margin in 2022, we read the filing. Adobe Sensei helped."
+    (flag,) = check_claims(restated, {ev_id: ev}.get, None, question)
+    assert flag.sentence == "Adobe Sensei helped."
     assert excerpt(f"A claim [{ev_id}]. ⚠") == "A claim."
     # a title the writer copies is backed by the cited passage's document; abbreviations and
     # initials do not cut sentences

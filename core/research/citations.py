@@ -304,16 +304,18 @@ def check_claims(
     markdown: str,
     evidence: Callable[[str], Evidence | None],
     embed: Callable[[list[str]], np.ndarray] | None,
+    question: str = "",
 ) -> list[FlaggedClaim]:
     """Flag cited sentences whose terms are missing from, or unlike, their cited text, and
-    uncited ones that assert what no citation on their line backs (:func:`uncited_claim`)."""
+    uncited ones that assert what neither the question nor a citation on their line holds
+    (:func:`uncited_claim`)."""
     flagged: list[FlaggedClaim] = []
     items: list[tuple[str, list[str], str]] = []
     for sentence, line in _sentences(markdown):
         ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
         if not ids:
             around = [e for e in map(evidence, _ID_TOKEN_RE.findall(line)) if e is not None]
-            reason = uncited_claim(sentence, line, around)
+            reason = uncited_claim(sentence, line, around, question)
             if reason:
                 flagged.append(FlaggedClaim(sentence=sentence, evidence_ids=[], reason=reason))
             continue
@@ -359,14 +361,18 @@ _ABSENCE = re.compile(
 )
 
 
-def uncited_claim(sentence: str, line: str, line_evidence: list[Evidence]) -> str:
+def uncited_claim(
+    sentence: str, line: str, line_evidence: list[Evidence], question: str = ""
+) -> str:
     """Why an uncited sentence is flagged ("" when it is not): it asserts numbers, dates or
-    names (:func:`key_terms`), and the passages cited elsewhere on its line (a paragraph may
-    cite once, at its end) do not all hold them. Headings, table rows and statements of what
-    the sources lack are not claims."""
+    names (:func:`key_terms`) that the question does not name ("To calculate Amazon's change
+    from FY2016 to FY2017, ..." restates it), and the passages cited elsewhere on its line (a
+    paragraph may cite once, at its end) do not all hold them. Headings, table rows and
+    statements of what the sources lack are not claims."""
     if line.lstrip().startswith(("#", "|")) or _ABSENCE.search(sentence):
         return ""
-    terms = key_terms(sentence)
+    asked = _norm(question)
+    terms = [t for t in key_terms(sentence) if not _present(t, asked)]
     if not terms:
         return ""
     if not line_evidence:

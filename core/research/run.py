@@ -412,7 +412,9 @@ def _finish(
     st.removed = removed
     if removed:
         st.reasons.append(f"{len(removed)} citation(s) could not be verified and were removed.")
-    st.flagged = check_claims(text, fetched_or_span, lambda xs: ctx.library.embedder.embed(xs))
+    st.flagged = check_claims(
+        text, fetched_or_span, lambda xs: ctx.library.embedder.embed(xs), st.question
+    )
     if st.flagged:
         st.reasons.append(
             f"{len(st.flagged)} claim(s) are uncited or not clearly supported by their citation "
