@@ -33,6 +33,25 @@ def _cited_ids(report: Any) -> set[str]:
     return {c.evidence_id for c in report.citations}
 
 
+SHIPS_Q = "How many ships did Northport harbor handle in 2019?"
+
+
+def _ships_run(
+    app: Sourcebook,
+    writer: ScriptedLLM,
+    task: str,
+    finding: str = "4,200 ships in 2019.",
+    **kw: Any,
+) -> tuple[Any, str]:
+    """One query about the harbor's ships, read and noted; ``writer`` writes the report.
+    (report, the passage's evidence id)."""
+    ships = pid_with(app, "4,200 ships")
+    planner = ScriptedLLM([plan(("q1", SHIPS_Q, []))])
+    researcher = ScriptedLLM(worker_script(SHIPS_Q, ships, finding))
+    models_ = models(planner, researcher, writer)
+    return app.research(SHIPS_Q, models=models_, task=task, limits=LIM, **kw), ships
+
+
 def test_happy_path_answered(research_app: Sourcebook) -> None:
     ships = pid_with(research_app, "4,200 ships")
     planner = ScriptedLLM([plan(("q1", "How many ships did Northport harbor handle in 2019?", []))])
@@ -210,20 +229,10 @@ def test_repair_pass_removes_invalid_and_records(research_app: Sourcebook) -> No
 
 
 def test_a_writer_that_loops_is_stopped_and_cut(research_app: Sourcebook) -> None:
-    ships = pid_with(research_app, "4,200 ships")
-    q = "How many ships did Northport harbor handle in 2019?"
-    planner = ScriptedLLM([plan(("q1", q, []))])
-    researcher = ScriptedLLM(worker_script(q, ships, "4,200 ships in 2019."))
     loop = "The passage states that the harbor handled 4,200 ships in 2019 [E1].\n"
     writer = ScriptedLLM([f"Northport was busy in 2019 [E1].\n{loop * 30}The passage st"])
     tokens: list[str] = []
-    report = research_app.research(
-        q,
-        models=models(planner, researcher, writer),
-        task="loop",
-        limits=LIM,
-        on_token=tokens.append,
-    )
+    report, ships = _ships_run(research_app, writer, "loop", on_token=tokens.append)
     body = report.markdown.split("## Sources")[0]
     assert body.count("The passage states that the harbor handled") == 1
     assert "The passage st\n" not in body and not body.rstrip().endswith("st")
@@ -232,7 +241,7 @@ def test_a_writer_that_loops_is_stopped_and_cut(research_app: Sourcebook) -> Non
     assert _cited_ids(report) == {ships}
     # the cut text is what the task log keeps, so a resumed run writes the same report
     idle = [ScriptedLLM([]) for _ in range(3)]
-    again = research_app.research(q, models=models(*idle), task="loop", limits=LIM)
+    again = research_app.research(SHIPS_Q, models=models(*idle), task="loop", limits=LIM)
     assert again.markdown == report.markdown
     # short sentences may recur; a repeat is found whatever its citations and case
     assert repeat_cut("See note 4. Revenue rose. See note 4. Revenue rose.") is None
@@ -243,14 +252,8 @@ def test_a_writer_that_loops_is_stopped_and_cut(research_app: Sourcebook) -> Non
 
 
 def test_bare_labels_in_prose_become_checked_citations(research_app: Sourcebook) -> None:
-    ships = pid_with(research_app, "4,200 ships")
-    q = "How many ships did Northport harbor handle in 2019?"
-    planner = ScriptedLLM([plan(("q1", q, []))])
-    researcher = ScriptedLLM(worker_script(q, ships, "4,200 ships in 2019."))
     writer = ScriptedLLM(["Northport handled 4,200 ships in 2019, as E1 states. E9 is unknown."])
-    report = research_app.research(
-        q, models=models(planner, researcher, writer), task="bare-labels", limits=LIM
-    )
+    report, ships = _ships_run(research_app, writer, "bare-labels")
     body = report.markdown.split("## Sources")[0]
     assert "as [1] states" in body and "E1" not in body
     assert "E9 is unknown" in body  # not one of the run's labels: left as text
@@ -553,14 +556,9 @@ def test_prompt_fits_small_context(research_app: Sourcebook) -> None:
 
 def test_uncited_draft_falls_back_to_cited_findings(research_app: Sourcebook) -> None:
     """What the 0.5B writer did: it copied a passage and cited nothing."""
-    ships = pid_with(research_app, "4,200 ships")
-    q = "How many ships did Northport harbor handle in 2019?"
-    planner = ScriptedLLM([plan(("q1", q, []))])
-    researcher = ScriptedLLM(worker_script(q, ships, "Northport handled 4,200 ships in 2019."))
     writer = ScriptedLLM(["[Passage 1] Northport Harbor Report, p. 1 The harbor handled ships."])
-    report = research_app.research(
-        q, models=models(planner, researcher, writer), task="uncited", limits=LIM
-    )
+    finding = "Northport handled 4,200 ships in 2019."
+    report, ships = _ships_run(research_app, writer, "uncited", finding)
     assert report.status == "partial" and any("cited nothing" in r for r in report.status_reasons)
     assert report.markdown.startswith("- Northport handled 4,200 ships in 2019 [1].")
     assert _cited_ids(report) == {ships} and not report.flagged_claims
