@@ -102,6 +102,8 @@ def test_key_terms() -> None:
     )
     assert {"march", "2019", "4200", "Northport"} <= set(terms)
     assert "In" not in terms
+    # a possessive names the same thing as the name: "AMCOR's" is backed by "AMCOR PLC"
+    assert key_terms("Sales grew at AMCOR's plants and at Jones' mill.") == ["AMCOR", "Jones"]
 
 
 def test_llm_schemas_bound_and_enum() -> None:

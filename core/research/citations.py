@@ -275,7 +275,7 @@ def key_terms(sentence: str) -> list[str]:
         if low in _MONTHS:
             terms.append(low)
         elif w[0].isupper() and i > 0 and low not in _STOP and len(w) > 2:
-            terms.append(w.strip("'"))
+            terms.append(re.sub(r"'s$", "", w, flags=re.I).strip("'"))  # AMCOR's names AMCOR
     return list(dict.fromkeys(t for t in terms if t))
 
 
