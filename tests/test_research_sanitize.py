@@ -119,6 +119,11 @@ def test_llm_schemas_bound_and_enum() -> None:
     # long text is cut to its bound (stated in the schema, not a grammar-heavy maxLength)
     assert len(Action.model_validate({"action": "finish", "thought": "x" * 400}).thought) == 300
     assert "at most 300 characters" in str(Action.model_json_schema())
+    # the bound copied into the text by a small model is dropped, the content kept
+    echo = Action.model_validate(
+        {"action": "finish", "thought": "The band formed in Seattle is at most 300 characters."}
+    )
+    assert echo.thought == "The band formed in Seattle."
     Notes = notes_model(ids)
     schema = str(Notes.model_json_schema())
     assert ids[0] in schema and "enum" in schema

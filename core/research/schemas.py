@@ -13,6 +13,7 @@ Two kinds of models live here:
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -67,8 +68,18 @@ ROLES: tuple[Role, ...] = ("router", "clarifier", "planner", "researcher", "writ
 _FORBID = ConfigDict(extra="forbid")
 
 
+# A small model sometimes copies the schema's bound into its text ("… Seattle is at most 300
+# characters"); that phrase is never content.
+_SCHEMA_ECHO_RE = re.compile(r"[\s,;:(]*\b(?:(?:is|are)\s+)?at most \d+ characters\b\)?", re.I)
+
+
 def _cut(n: int) -> Any:
-    return lambda v: " ".join(v.split())[:n] if isinstance(v, str) else v
+    def cut(v: Any) -> Any:
+        if not isinstance(v, str):
+            return v
+        return " ".join(_SCHEMA_ECHO_RE.sub("", v).split())[:n]
+
+    return cut
 
 
 def _at_least(n: int) -> Any:
