@@ -53,6 +53,7 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/ingest_speed.py
 	$(BIN)/python bench/search_latency.py
 	$(BIN)/python bench/retrieval_quality.py
+	$(BIN)/python bench/retrieval_financebench.py
 	$(BIN)/python bench/ocr_cer.py
 	$(BIN)/python bench/llm_bench.py
 

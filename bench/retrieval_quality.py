@@ -63,7 +63,8 @@ def main() -> int:
     home = args.home or Path(tmp.name)
     app = Sourcebook(home)
     t0 = time.perf_counter()
-    if not app.documents():
+    reused = bool(app.documents())
+    if not reused:
         app.add_jsonl(corpus, id_field="passage_id")
     ingest_s = time.perf_counter() - t0
     ext = {d.doc_id: d.external_id for d in app.documents()}
@@ -96,6 +97,7 @@ def main() -> int:
         "questions": len(questions),
         "passages": len(ext),
         "ingest_s": ingest_s,
+        "reused_library": reused,
         "recall": table,
         "hybrid+graph_per_hop_recall@5": statistics.mean(per_hop),
     }

@@ -260,7 +260,7 @@ class Evaluator:
         gold = self.map.gold(q.gold)
         hops = self.map.gold(q.hops)
         hits = self.app.search(q.question, k=max(self.ks), mode="hybrid", graph=False)
-        ranked = [self.map.units(h.doc_id, _pages0(h.page_start, h.page_end)) for h in hits]
+        ranked = [self.map.units(h.doc_id, pages0(h.page_start, h.page_end)) for h in hits]
         baseline = {f"@{k}": recall({u for us in ranked[:k] for u in us}, gold) for k in self.ks}
         k_hop = 5 if 5 in self.ks else max(self.ks)
         top_hop = {u for us in ranked[:k_hop] for u in us}
@@ -451,7 +451,8 @@ class Evaluator:
         return self._pages[key]
 
 
-def _pages0(start: int | None, end: int | None) -> list[int]:
+def pages0(start: int | None, end: int | None) -> list[int]:
+    """The 0-based pages a passage spans."""
     if start is None:
         return []
     return list(range(start, (end if end is not None else start) + 1))
