@@ -470,6 +470,18 @@ class Catalog:
                 out[r["passage_id"]] = self._passage_from_row(r, [], full=False)
         return out
 
+    def doc_ids_of(self, passage_ids: list[str]) -> dict[str, str]:
+        """passage_id -> doc_id for the passages that exist."""
+        out: dict[str, str] = {}
+        for chunk in _chunks(passage_ids, 500):
+            rows = self._query(
+                f"SELECT passage_id, doc_id FROM passages "
+                f"WHERE passage_id IN ({_placeholders(len(chunk))})",
+                chunk,
+            )
+            out.update((r[0], r[1]) for r in rows)
+        return out
+
     def neighbours(self, passage_id: str) -> dict[str, str | None]:
         rows = self._query(
             "SELECT doc_id, ordinal FROM passages WHERE passage_id = ?", (passage_id,)

@@ -32,7 +32,7 @@ from graph.schemas import (
     SearchFilters,
     SearchHit,
 )
-from graph.search import Searcher, SearchMode
+from graph.search import Searcher, SearchMode, TitlePrior
 from graph.view import GraphView
 
 logger = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ class GraphStore:
         self._searcher = Searcher(index, view)
         self._lock = threading.Lock()
         self._docs: dict[str, _DocInfo] = catalog.doc_summaries()
+        self._title_prior: tuple[dict[str, _DocInfo], TitlePrior] | None = None
         self._closed = False
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -377,6 +378,8 @@ class GraphStore:
                 passage_meta=self._catalog.passage_meta,
                 doc_allowed=doc_allowed,
                 entities=entities,
+                title_prior=self._titles().weights(text),
+                doc_of=self._catalog.doc_ids_of,
             )
         except GraphError:
             raise
@@ -389,6 +392,15 @@ class GraphStore:
             title, _status, sup = docs.get(p.doc_id, ("", "", None))
             hits.append(self._searcher.to_hit(s, p, title, sup is not None, text))
         return hits
+
+    def _titles(self) -> TitlePrior:
+        """The title prior of the current documents (rebuilt when the document set changed)."""
+        docs = self._docs
+        cached = self._title_prior
+        if cached is None or cached[0] is not docs:
+            cached = (docs, TitlePrior({d: info[0] for d, info in docs.items()}))
+            self._title_prior = cached
+        return cached[1]
 
     def stats(self) -> dict[str, int]:
         out = self._catalog.stats()

@@ -11,7 +11,7 @@ import pytest
 
 from graph import Document, EntityMention, GraphStore, IngestedDocument, Passage, SearchFilters
 from graph.ids import document_id, entity_id, passage_id, sha256_bytes, span_id
-from graph.search import ALPHA, fuse, make_snippet
+from graph.search import ALPHA, TitlePrior, fuse, make_snippet
 
 DIM = 8
 
@@ -128,7 +128,56 @@ def test_snippet_centres_on_query_words() -> None:
     assert make_snippet("short", "x") == "short"
 
 
+def test_title_prior_weighs_the_words_that_tell_titles_apart() -> None:
+    titles = {
+        "adobe": "ADOBE INC. — Form 10-K, fiscal year ended December 2, 2022",
+        "bby": "BEST BUY CO., INC. — Form 10-K, fiscal year ended January 28, 2023",
+        "3m": "3M COMPANY — Form 10-K, fiscal year ended December 31, 2022",
+        "city": "City",
+        "kc": "Kansas City",
+    }
+    prior = TitlePrior(titles)
+    w = prior.weights("Does Adobe have an improving operating margin profile as of FY2022?")
+    assert max(w, key=w.__getitem__) == "adobe" and w["adobe"] > 0.5
+    # the year alone names both 2022 filings, weakly
+    assert 0 < w["3m"] < w["adobe"] and "bby" not in w
+    assert set(prior.weights("What was 3M's capital expenditure?")) == {"3m"}
+    # words every title has ("Form 10-K", "Fiscal Year") name no document
+    filings = TitlePrior({k: v for k, v in titles.items() if "Form" in v})
+    assert filings.weights("Which Form 10-K covers the Fiscal Year?") == {}
+    # in a written question only capitalised words and numbers name titles ...
+    assert set(prior.weights("Which city hosts the Kansas City Chiefs?")) == {"kc", "city"}
+    assert prior.weights("Which city is the largest?") == {}
+    # a question's opening word is no name, even where a title holds it
+    film = TitlePrior({"film": "What Lies Beneath", "other": "Beneath the Planet of the Apes"})
+    assert film.weights("What is the capital of France?") == {}
+    # ... a query typed in lower case keeps every word
+    assert set(prior.weights("adobe operating margin")) == {"adobe"}
+
+
 # -- through the store ---------------------------------------------------------------------
+
+
+def test_title_prior_puts_the_named_documents_passages_first(store: GraphStore) -> None:
+    q = unit("margins")
+    text = "We report our operating margin for the year in the table below."
+    # the same sentence in two companies' filings; the other company's is a little nearer
+    adobe = make_doc("ADOBE INC. — Form 10-K, fiscal year ended December 2, 2022", [text])
+    bby = make_doc("BEST BUY CO., INC. — Form 10-K, fiscal year ended January 28, 2023", [text])
+    add(store, adobe, np.stack([mix(q, unit("a"), 0.80)]))
+    add(store, bby, np.stack([mix(q, unit("b"), 0.84)]))
+    plain = store.search("What was the operating margin?", q, k=2)
+    assert plain[0].doc_id == bby.document.doc_id
+    for mode in ("hybrid", "vector", "keyword"):
+        named = store.search("What was Adobe's operating margin?", q, k=2, mode=mode)
+        assert named[0].doc_id == adobe.document.doc_id, mode
+    # graph expansion keeps the order the prior gave
+    graphed = store.search("What was Adobe's operating margin?", q, k=2, graph=True)
+    assert graphed[0].doc_id == adobe.document.doc_id
+    # a document added later is named at once (the prior follows the library)
+    late = make_doc("CVS HEALTH CORP — Form 10-K, fiscal year ended December 31, 2022", [text])
+    add(store, late, np.stack([mix(q, unit("c"), 0.78)]))
+    assert store.search("CVS operating margin", q, k=3)[0].doc_id == late.document.doc_id
 
 
 def test_hybrid_never_loses_a_strong_dense_hit(store: GraphStore) -> None:
