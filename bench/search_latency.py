@@ -5,10 +5,11 @@ Synthetic library: documents of 100 passages, each passage 60 words drawn from a
 random unit vectors (dim 384). Ingestion goes through GraphStore.stage / set_vectors /
 mark_ready, exactly as the pipeline calls it. Queries: 3 words of a random passage and that
 passage's vector mixed with noise (cosine ~0.8). Reports p50/p95 over 200 warm queries for
-hybrid top-10 (the target: p50 <= 10 ms at 100k), vector-only, keyword-only and hybrid+graph,
-and, as the baseline in the same process, hybrid fetching the passage_id column instead of
-mapping row ids (graph/index.py, "row map"), plus the time a 2,000-passage document (a
-500-page PDF's worth) takes to become keyword-searchable on the large library.
+hybrid top-10 (the target: p50 <= 10 ms at 100k), vector-only, keyword-only, hybrid+graph and
+hybrid for a query that also names its document's title (the title prior's document look-up,
+graph/search.py), and, as the baseline in the same process, hybrid fetching the passage_id
+column instead of mapping row ids (graph/index.py, "row map"), plus the time a 2,000-passage
+document (a 500-page PDF's worth) takes to become keyword-searchable on the large library.
 
 Run (from the checkout):
     HF_HUB_OFFLINE=1 LANCEDB_LOG=error .venv/bin/python bench/search_latency.py
@@ -162,7 +163,8 @@ def run(size: int, root: Path, n_queries: int) -> dict[str, object]:
         qtext = " ".join(words[k] for k in rng.integers(0, len(words), 3))
         noise = unit_rows(rng, 1)[0]
         qv = 0.8 * v + 0.6 * noise
-        queries.append((qtext, (qv / np.linalg.norm(qv)).astype(np.float32), v))
+        title = f"{size}-{i % len(sample)}"  # sample d was drawn from document d
+        queries.append((qtext, (qv / np.linalg.norm(qv)).astype(np.float32), v, title))
     results: dict[str, object] = {
         "passages": size,
         "load_avg_1m": round(os.getloadavg()[0], 2),  # other work on the machine inflates times
@@ -174,32 +176,35 @@ def run(size: int, root: Path, n_queries: int) -> dict[str, object]:
     # searches map lancedb row ids back to passage ids once the map has been read (in the
     # background after a write); the baseline fetches the passage_id column as before
     results["row_map_ready"] = index.wait_rowmap(timeout=60)
-    modes: list[tuple[str, dict[str, object], bool]] = [
-        ("hybrid", {}, True),
-        ("vector", {"mode": "vector"}, True),
-        ("keyword", {"mode": "keyword"}, True),
-        ("hybrid_graph", {"graph": True}, True),
-        ("hybrid_passage_id_column", {}, False),
+    # (name, search options, row map, the query names its document's title: the title prior
+    # then looks up the documents of the candidates, graph/search.py)
+    modes: list[tuple[str, dict[str, object], bool, bool]] = [
+        ("hybrid", {}, True, False),
+        ("vector", {"mode": "vector"}, True, False),
+        ("keyword", {"mode": "keyword"}, True, False),
+        ("hybrid_graph", {"graph": True}, True, False),
+        ("hybrid_title_named", {}, True, True),
+        ("hybrid_passage_id_column", {}, False, False),
     ]
     # Modes take turns query by query, in a rotating order, so that the machine's drift (a
     # 2-core VM: other work, caches) falls on every mode alike and the ratios hold.
-    times: dict[str, list[float]] = {name: [] for name, _, _ in modes}
-    for i, (qt, qv, _) in enumerate([*queries[:10], *queries]):
+    times: dict[str, list[float]] = {name: [] for name, *_ in modes}
+    for i, (qt, qv, _, title) in enumerate([*queries[:10], *queries]):
         for j in range(len(modes)):
-            name, kw, row_map = modes[(i + j) % len(modes)]
+            name, kw, row_map, named = modes[(i + j) % len(modes)]
             index.use_rowmap = row_map
             a = time.perf_counter()
-            store.search(qt, qv, k=10, **kw)  # type: ignore[arg-type]
+            store.search(f"{qt} {title}" if named else qt, qv, k=10, **kw)  # type: ignore[arg-type]
             if i >= 10:  # the first ten are warm-up
                 times[name].append(time.perf_counter() - a)
-    for name, _, _ in modes:
+    for name, *_ in modes:
         results[name] = pct(times[name])
     index.use_rowmap = True
     # recall of the ANN index (when there is one) against an exact scan: top-10 overlap, and
     # how often the passage the query vector was made from (cosine ~0.8) is the top hit. The
     # vectors are random, the hardest case for a graph index; real embeddings cluster.
     overlap, source_top1 = [], []
-    for _qt, qv, _src in queries[:50]:
+    for _qt, qv, _src, _title in queries[:50]:
         ann = [p for p, _ in index.vector_search(qv, 10, None)]
         exact = index.vector_search(qv, 10, None, exact=True)
         overlap.append(len(set(ann) & {p for p, _ in exact}) / 10)
@@ -245,7 +250,14 @@ def main() -> None:
     print()
     print(f"{'passages':>9} {'mode':<24} {'p50 ms':>8} {'p95 ms':>8}")
     for r in out:
-        for mode in ("hybrid", "vector", "keyword", "hybrid_graph", "hybrid_passage_id_column"):
+        for mode in (
+            "hybrid",
+            "vector",
+            "keyword",
+            "hybrid_graph",
+            "hybrid_title_named",
+            "hybrid_passage_id_column",
+        ):
             m = r[mode]
             assert isinstance(m, dict)
             print(f"{r['passages']:>9} {mode:<24} {m['p50_ms']:>8} {m['p95_ms']:>8}")
