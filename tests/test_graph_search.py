@@ -148,11 +148,11 @@ def test_title_prior_weighs_the_words_that_tell_titles_apart() -> None:
     # in a written question only capitalised words and numbers name titles ...
     assert set(prior.weights("Which city hosts the Kansas City Chiefs?")) == {"kc", "city"}
     assert prior.weights("Which city is the largest?") == {}
+    # ... a query typed in lower case keeps every word
+    assert set(prior.weights("adobe operating margin")) == {"adobe"}
     # a question's opening word is no name, even where a title holds it
     film = TitlePrior({"film": "What Lies Beneath", "other": "Beneath the Planet of the Apes"})
     assert film.weights("What is the capital of France?") == {}
-    # ... a query typed in lower case keeps every word
-    assert set(prior.weights("adobe operating margin")) == {"adobe"}
 
 
 # -- through the store ---------------------------------------------------------------------
