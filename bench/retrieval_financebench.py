@@ -50,17 +50,12 @@ def main() -> int:
     if not pdfs.is_dir():
         print(f"no FinanceBench data at {args.eval}", file=sys.stderr)
         return 2
-    from core.eval import UnitMap, load_questions, pages0
+    from core.eval import UnitMap, load_questions, pages0, prepare_library
     from core.service import Sourcebook
 
     tmp = tempfile.TemporaryDirectory()
-    home = args.home or Path(tmp.name)
-    app = Sourcebook(home)
-    t0 = time.perf_counter()
-    reused = bool(app.documents())
-    if not reused:
-        app.add([pdfs])
-    ingest_s = time.perf_counter() - t0
+    app = Sourcebook(args.home or Path(tmp.name))
+    ingest = prepare_library(app, "financebench", None, pdfs)
     documents = app.documents(include_superseded=False)
     units = UnitMap("financebench", documents, {})
     dataset, questions = load_questions(questions_file)
@@ -93,8 +88,8 @@ def main() -> int:
     result = {
         "questions": len(questions),
         "documents": len(documents),
-        "ingest_s": ingest_s,
-        "reused_library": reused,
+        "ingest_s": ingest.get("seconds", 0.0),
+        "reused_library": ingest["skipped"],
         "recall": table,
     }
     print(

@@ -57,16 +57,12 @@ def main() -> int:
     if not corpus.exists():
         print(f"no MuSiQue data at {args.eval}", file=sys.stderr)
         return 2
+    from core.eval import prepare_library
     from core.service import Sourcebook
 
     tmp = tempfile.TemporaryDirectory()
-    home = args.home or Path(tmp.name)
-    app = Sourcebook(home)
-    t0 = time.perf_counter()
-    reused = bool(app.documents())
-    if not reused:
-        app.add_jsonl(corpus, id_field="passage_id")
-    ingest_s = time.perf_counter() - t0
+    app = Sourcebook(args.home or Path(tmp.name))
+    ingest = prepare_library(app, "musique", corpus, None)
     ext = {d.doc_id: d.external_id for d in app.documents()}
     questions = [json.loads(line) for line in questions_file.read_text().splitlines() if line]
 
@@ -96,8 +92,8 @@ def main() -> int:
         "runtime": app.settings.models.embedder_runtime,
         "questions": len(questions),
         "passages": len(ext),
-        "ingest_s": ingest_s,
-        "reused_library": reused,
+        "ingest_s": ingest.get("seconds", 0.0),
+        "reused_library": ingest["skipped"],
         "recall": table,
         "hybrid+graph_per_hop_recall@5": statistics.mean(per_hop),
     }
