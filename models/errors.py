@@ -58,7 +58,14 @@ class MalformedResponse(EndpointError):
 
 
 class StructuredOutputError(ModelBackendError):
+    """``text`` is the model's last answer, so a caller can keep what of it is usable (the
+    complete items of a list the answer was cut inside)."""
+
     default_hint = "Try a larger model for this role."
+
+    def __init__(self, message: str, *, hint: str | None = None, text: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.text = text
 
 
 class GenerationCancelled(ModelBackendError):

@@ -310,7 +310,7 @@ class BaseLLM(ABC):
         """Generate an object of ``schema_model``; retry once with the validation error shown."""
         schema = json_schema_for(schema_model)
         prompt = with_schema_instruction(messages, schema)
-        last_error = ""
+        last_error = last_text = ""
         for attempt in (1, 2):
             self.check_fits(prompt, max_tokens)
             response = self._generate(
@@ -323,7 +323,7 @@ class BaseLLM(ABC):
             try:
                 return schema_model.model_validate_json(extract_json_text(response.text))
             except (ValidationError, ValueError) as exc:
-                last_error = _short_error(exc)
+                last_error, last_text = _short_error(exc), response.text
                 if response.finish_reason == "length":
                     last_error += f" (the answer was cut at max_tokens={max_tokens})"
                 logger.info(
@@ -346,7 +346,8 @@ class BaseLLM(ABC):
                 ]
         raise StructuredOutputError(
             f"{self.name} did not produce a valid {schema_model.__name__} after one retry: "
-            f"{last_error}"
+            f"{last_error}",
+            text=last_text,
         )
 
     def close(self) -> None:  # noqa: B027 - optional hook

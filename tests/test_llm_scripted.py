@@ -83,9 +83,10 @@ def test_invalid_json_is_retried_once_with_the_error_shown() -> None:
 
 def test_invalid_twice_raises_structured_output_error() -> None:
     llm = ScriptedLLM(["not json at all", '{"goal": "x", "steps": [], "extra": 1}'])
-    with pytest.raises(StructuredOutputError, match="Plan"):
+    with pytest.raises(StructuredOutputError, match="Plan") as err:
         llm.complete_json(USER, Plan)
     assert len(llm.history) == 2
+    assert err.value.text == '{"goal": "x", "steps": [], "extra": 1}'  # the last answer, kept
 
 
 def test_fenced_and_chatty_json_is_accepted() -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from typing import Any
@@ -111,6 +112,28 @@ def test_invalid_plan_retried_then_fallback(research_app: Sourcebook) -> None:
     assert report.status == "answered"
     events = research_app.task_log().events("fallback")
     assert any(e.kind == "plan_fallback" for e in events)
+
+
+def test_cut_plan_keeps_its_complete_queries(research_app: Sourcebook) -> None:
+    """A plan cut at the token limit twice: its complete queries are the fallback plan, not the
+    question alone, and the task log says so."""
+    ships = pid_with(research_app, "4,200 ships")
+    asked = "How many ships did Northport harbor handle in 2019, in total?"
+    full = json.dumps(plan(("q1", asked, []), ("q2", "Who runs Northport harbor?", [])), indent=2)
+    cut = full[: full.index("Who runs")]
+    planner = ScriptedLLM([cut, cut])
+    researcher = ScriptedLLM(worker_script(asked, ships, "4,200 ships in 2019."))
+    writer = ScriptedLLM(["The harbor handled 4,200 ships in 2019 [E1]."])
+    report = research_app.research(
+        SHIPS_Q, models=models(planner, researcher, writer), task="cut-plan", limits=LIM
+    )
+    assert len(planner.history) == 2
+    assert report.plan_fallback and report.plan is not None
+    assert [x.query for x in report.plan.queries] == [asked]
+    assert report.status == "answered" and _cited_ids(report) == {ships}
+    saved = [e for e in research_app.task_log().events("cut-plan") if e.kind == "plan_fallback"]
+    assert len(saved) == 1 and saved[0].payload["salvaged"] is True
+    assert "a fallback plan of 1 query was used" in " ".join(report.status_reasons)
 
 
 def test_must_search_before_finish_and_auto_fetch(research_app: Sourcebook) -> None:

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from core.research.citations import citation_tokens, key_terms, rewrite_citations
-from core.research.planner import batches, fallback_plan, ground_plan, normalize_plan
+from core.research.planner import (
+    batches,
+    fallback_plan,
+    ground_plan,
+    normalize_plan,
+    salvage_plan,
+)
 from core.research.sanitize import renumber, safe_url, sanitize_links
 from core.research.schemas import ResearchPlan, action_model, notes_model
 
@@ -161,6 +168,42 @@ def test_plan_normalization_and_batches() -> None:
         earlier = {q.id for lay in layers[:i] for q in lay}
         assert all(set(q.depends_on) <= earlier for q in layer)
     assert fallback_plan("What?").queries[0].query == "What?"
+
+
+def _plan_text(*queries: dict[str, Any]) -> str:
+    """A plan as the 1.5B planner writes it: indented, queries before components."""
+    return json.dumps({"task_analysis": "Split it.", "queries": list(queries)}, indent=2)
+
+
+def test_salvage_keeps_the_complete_queries_of_a_cut_plan() -> None:
+    q1 = {"id": "q1", "query": "Who was David Jones (rugby)?", "purpose": "who"}
+    q2 = {"id": "q2", "query": "Which other sport did he play?", "depends_on": ["q1"]}
+    q3 = {"id": "q3", "query": "When was that sport started?", "depends_on": ["q2"]}
+    text = _plan_text(q1, q2, q3)
+    cut = text[: text.index('"When was')]  # the token limit, inside the third query
+    with pytest.raises(ValidationError):
+        ResearchPlan.model_validate_json(cut)
+    plan = salvage_plan(cut)
+    assert plan is not None
+    assert [(q.id, q.query, q.depends_on) for q in plan.queries] == [
+        ("q1", q1["query"], []),
+        ("q2", q2["query"], ["q1"]),
+    ]
+    # the whole answer, if it came back invalid for another reason, keeps all three
+    whole = salvage_plan(text + "\n}")
+    assert whole is not None and len(whole.queries) == 3
+    assert len(salvage_plan(text, max_queries=2).queries) == 2  # type: ignore[union-attr]
+
+
+def test_salvage_skips_invalid_queries_and_finds_nothing_where_nothing_is() -> None:
+    bad = {"id": "q1", "query": "?"}  # too short to search
+    good = {"id": "q2", "query": "When was rugby league started?", "preferred_tool": "explore"}
+    plan = salvage_plan(_plan_text(bad, good))
+    assert plan is not None and [q.query for q in plan.queries] == [good["query"]]
+    assert salvage_plan(_plan_text(bad)) is None
+    assert salvage_plan('{"task_analysis": "x", "queries": [{"id": "q1", "que') is None
+    assert salvage_plan("not json at all") is None
+    assert salvage_plan("") is None
 
 
 def test_plan_queries_copied_from_elsewhere_are_dropped() -> None:

@@ -240,8 +240,10 @@ def _run(
         ]
         st.plan = st.plan.model_copy(update={"queries": kept})
     if st.fallback:
+        n = len(st.plan.queries)
         st.reasons.append(
-            "The planner's output was invalid twice; a one-query fallback plan was used."
+            "The planner's output was invalid twice; a fallback plan of "
+            f"{n} {'query' if n == 1 else 'queries'} was used."
         )
     ctx.emit("stage", stage="research", text=f"{len(st.plan.queries)} queries")
     with ctx.log.span(ctx.task, ctx.run, "stage", "research"):
