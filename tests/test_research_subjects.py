@@ -132,6 +132,10 @@ def test_a_plan_that_stops_short_ends_with_the_question() -> None:
     # a plan that asks every content word of the question is left alone
     snow = _plan(("What is the average snowfall in Seattle?", []))
     assert cover_question(snow, "What is the average snowfall of Seattle?") == snow
+    # ... also when it spells a name the way the library's title does (seen: the question
+    # asked a second time, by a duplicate worker, for want of an umlaut)
+    accented = _plan(("Who composed Aschenbrödel?", []), (question.replace("ro", "rö"), ["q1"]))
+    assert cover_question(accented, question) == accented
     kind = _plan(("Who wrote Alexander?", []), ("What university did the author attend?", ["q1"]))
     question = "What kind of university did the author of Alexander attend?"
     assert cover_question(kind, question).queries[-1].query == question

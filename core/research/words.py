@@ -24,7 +24,9 @@ _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]+")
 
 
 def content_words(text: str) -> set[str]:
-    return {w for w in _CONTENT_WORD.findall(text.lower()) if w not in _STOP}
+    """Folded (:func:`fold`): the question's "Aschenbrodel" is the passage title's
+    "Aschenbrödel", which the planner copies."""
+    return {w for w in _CONTENT_WORD.findall(fold(text)) if w not in _STOP}
 
 
 def names(text: str) -> set[str]:
@@ -43,7 +45,7 @@ def focus_terms(query: str, before: str, found: str, max_words: int = 12) -> str
     seen: set[str] = set()
     for text in (query, found):
         for w in _CONTENT_WORD.findall(text):
-            low = w.lower()
+            low = fold(w)
             if low in _STOP or low in asked or low in seen:
                 continue
             seen.add(low)
