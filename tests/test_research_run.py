@@ -284,6 +284,15 @@ def test_bare_labels_in_prose_become_checked_citations(research_app: Sourcebook)
     assert bracket_labels("[E1] and E1, E12 or E1x", ["E1", "E12"]) == "[E1] and [E1], [E12] or E1x"
 
 
+def test_a_pasted_quotation_is_cited_not_flagged(research_app: Sourcebook) -> None:
+    text = research_app.evidence(pid_with(research_app, "4,200 ships")).text
+    sentence = text[text.index("The Northport harbor handled") :].strip()
+    writer = ScriptedLLM([f"The harbor's own account: “{sentence}”"])
+    report, ships = _ships_run(research_app, writer, "pasted-quote")
+    assert report.markdown.split("## Sources")[0].rstrip().endswith("” [1]")
+    assert _cited_ids(report) == {ships} and report.flagged_claims == []
+
+
 def test_claim_support_flags_unsupported_numbers(research_app: Sourcebook) -> None:
     ships = pid_with(research_app, "4,200 ships")
     q = "How many ships did Northport harbor handle?"

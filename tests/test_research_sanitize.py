@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from core.research.citations import citation_tokens, key_terms, rewrite_citations
+from core.research.citations import (
+    check_claims,
+    citation_tokens,
+    cite_quotations,
+    key_terms,
+    rewrite_citations,
+)
 from core.research.planner import (
     batches,
     fallback_plan,
@@ -361,3 +367,43 @@ def test_an_initial_does_not_end_the_sentence_a_citation_checks() -> None:
     assert "Northport" in flag.reason and "Society" in flag.reason
     ok = f"G. Stanley Hall wrote Adolescence in 1904 [{ev_id}]. U.S. readers liked it."
     assert check_claims(ok, {ev_id: ev}.get, None) == []
+
+
+ADOBE = (
+    "Adobe Experience Platform is the foundation of our Adobe Experience Cloud products, with "
+    "an open system that transforms user data from across Adobe solutions and third-party "
+    "software into robust customer profiles. Adobe customer profiles are updated in real time "
+    "and include AI-driven insights to deliver the right customer experiences across channels."
+)
+
+
+def test_a_verbatim_quotation_gets_its_passage_citation() -> None:
+    """What the 1.5B writer did on FinanceBench: a passage pasted in quotation marks, uncited,
+    every sentence of it flagged."""
+    texts = {"E1": "Revenue grew 12% in fiscal 2022.", "E2": ADOBE}
+    pasted = " ".join(ADOBE.split()[:30])  # the writer saw the passage with spaces flattened
+    draft = f'The filing says that "{pasted}" and more. Margins improved [E1].'
+    got = cite_quotations(draft, texts)
+    assert got == f'The filing says that "{pasted}" [E2] and more. Margins improved [E1].'
+    # curly marks, a trailing ellipsis, other case and line breaks in the passage still match
+    curly = f"It reads “{ADOBE.split('. ')[1].upper()}…”."
+    assert cite_quotations(curly, texts).endswith("…” [E2].")
+    # left alone: a quotation already cited, one too short, and one that no passage holds
+    for kept in (
+        f'The filing says "{pasted}" [E2].',
+        f'The filing says "{pasted}", [E1].',
+        'They call it "an open system".',
+        '"Adobe customer profiles are updated every hour with AI-driven insights."',
+        f'Unclosed "{pasted}',
+    ):
+        assert cite_quotations(kept, texts) == kept
+
+
+def test_a_cited_quotation_clears_the_uncited_flags_of_its_sentences() -> None:
+    ev = type("Ev", (), {"title": "ADOBE INC. 10-K", "pages": [6], "text": ADOBE})()
+    draft = f'Adobe describes its platform: "{ADOBE}"'
+    before = check_claims(draft, lambda _id: None, None, "Does Adobe have margins?")
+    assert before and all(f.reason.startswith("no citation") for f in before)
+    cited = cite_quotations(draft, {"ev1:0123456789abcdef": ADOBE})
+    assert cited.endswith('" [ev1:0123456789abcdef]')
+    assert check_claims(cited, lambda _id: ev, None, "Does Adobe have margins?") == []

@@ -141,6 +141,30 @@ def bracket_labels(markdown: str, labels: Collection[str]) -> str:
     return re.sub(r"(?<![\w\[])E\d+(?![\w\]])", bracket, markdown)
 
 
+_QUOTATION = re.compile(r"[\"“]([^\"“”\n]{20,}?)[\"”]")
+_CITED_NEXT = re.compile(r"[\s.,;:]*\[")
+QUOTE_MIN_WORDS = 6
+
+
+def cite_quotations(markdown: str, texts: dict[str, str]) -> str:
+    """A quotation of at least :data:`QUOTE_MIN_WORDS` words that one of ``texts`` (label ->
+    passage text) holds word for word, and that no citation follows, gets that passage's label
+    after its closing mark. The 1.5B writer pastes a passage inside quotation marks without
+    citing it, and every sentence of the paste was flagged as uncited although it is the
+    passage's own text. A quotation found in no passage is left as it is (and checked as
+    any claim)."""
+    flat = {label: _norm(text) for label, text in texts.items()}
+
+    def cite(m: re.Match[str]) -> str:
+        quoted = _norm(m.group(1)).strip(" .…")
+        if len(quoted.split()) < QUOTE_MIN_WORDS or _CITED_NEXT.match(markdown, m.end()):
+            return m.group(0)
+        label = next((k for k, t in flat.items() if quoted in t), None)
+        return f"{m.group(0)} [{label}]" if label else m.group(0)
+
+    return _QUOTATION.sub(cite, markdown)
+
+
 def rewrite_citations(markdown: str, fn: Callable[[str], str | None]) -> str:
     """Map each citation token through ``fn`` (None drops it); empty groups vanish."""
 

@@ -29,6 +29,7 @@ from core.research.citations import (
     bracket_labels,
     check_claims,
     citation_tokens,
+    cite_quotations,
     credibility,
     excerpt,
     mark_flagged,
@@ -265,6 +266,8 @@ def _run(
                 on_token(answer + "\n\n")
         draft = writer.write(ctx, req.question, st.plan, notes, evidence, labels, on_token, answer)
         draft = bracket_labels(draft, labels)
+        by_id = {ev.evidence_id: ev.text for ev in evidence}
+        draft = cite_quotations(draft, {k: by_id[v] for k, v in labels.items()})
         if not citation_tokens(draft):
             fallback = writer.findings_report(notes)
             if fallback:
