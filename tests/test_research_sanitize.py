@@ -176,6 +176,28 @@ def test_plan_normalization_and_batches() -> None:
     assert fallback_plan("What?").queries[0].query == "What?"
 
 
+def test_a_query_asked_twice_runs_once() -> None:
+    twice = "What is the name of the first president of the American Psychological Association?"
+    plan = ResearchPlan.model_validate(
+        {
+            "task_analysis": "a",
+            "queries": [
+                {"id": "a", "query": "Which association publishes the Journal?"},
+                {"id": "b", "query": twice, "depends_on": ["a"]},
+                {"id": "c", "query": "When was it founded?", "depends_on": ["e"]},
+                {"id": "d", "query": twice.upper().replace("?", " ?"), "depends_on": ["b"]},
+                {
+                    "id": "e",
+                    "query": "what is the name of the first President of the American "
+                    "Psychological Association",
+                },
+            ],
+        }
+    )
+    fixed = normalize_plan(plan)
+    assert [(q.id, q.depends_on) for q in fixed.queries] == [("a", []), ("b", ["a"]), ("c", ["b"])]
+
+
 def _plan_text(*queries: dict[str, Any]) -> str:
     """A plan as the 1.5B planner writes it: indented, queries before components."""
     return json.dumps({"task_analysis": "Split it.", "queries": list(queries)}, indent=2)

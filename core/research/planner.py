@@ -75,7 +75,9 @@ def salvage_plan(text: str, max_queries: int = 5) -> ResearchPlan | None:
 
 def normalize_plan(plan: ResearchPlan) -> ResearchPlan:
     """Ids renamed q1, q2, ... (a model's ids may be long or repeated; user ids that are
-    short and safe are kept), dependencies only on known ids, no cycles."""
+    short and safe are kept), a query asked twice asked once (the 1.5B planner repeated "What
+    is the name of the first president of the American Psychological Association?", and a
+    second worker read the same passages again), dependencies only on known ids, no cycles."""
     rename: dict[str, str] = {}
     queries: list[ResearchQuery] = []
     for i, q in enumerate(plan.queries, 1):
@@ -90,6 +92,21 @@ def normalize_plan(plan: ResearchPlan) -> ResearchPlan:
     late = {old: new for old, new in rename.items()}
     queries = [
         q.model_copy(update={"depends_on": [late.get(d, d) for d in q.depends_on]}) for q in queries
+    ]
+    first: dict[str, str] = {}  # a query's words (case, accents, punctuation aside) -> its id
+    same: dict[str, str] = {}  # a copy's id -> the first asking's
+    for q in queries:
+        words = " ".join(re.findall(r"\w+", fold(q.query)))
+        if words in first:
+            same[q.id] = first[words]
+        else:
+            first[words] = q.id
+    queries = [
+        q.model_copy(
+            update={"depends_on": list(dict.fromkeys(same.get(d, d) for d in q.depends_on))}
+        )
+        for q in queries
+        if q.id not in same
     ]
     ids = {q.id for q in queries}
     placed: set[str] = set()
