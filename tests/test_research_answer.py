@@ -57,8 +57,9 @@ def test_report_opens_with_the_cited_short_answer(research_app: Sourcebook) -> N
                 ["E1"],
                 steps=[{"question": "Who founded it?", "answer": "Ellen Park", "label": "E1"}],
             ),
-            # the writer copies the answer line first: the copy is dropped
+            # the writer copies the answer line first, twice: the copies are dropped
             "**Answer:** Mayor Ellen Park [E1].\n"
+            "The short answer is: **Answer:** Mayor Ellen Park [E1][E1].\n"
             "The Northport Harbor Authority was founded in 1921 by Mayor Ellen Park [E1].",
         ]
     )

@@ -61,13 +61,24 @@ def _key(text: str) -> str:
     return " ".join(_WORDS.findall(_CITES.sub(" ", text).casefold()))
 
 
+ANSWER_LEAD_WORDS = 5  # "The short answer is:" before a copied answer line
+
+
 def without_answer_copy(draft: str, answer: str) -> str:
     """The writer's draft without lines that only repeat the answer line opening the report
-    (the 1.5B began its text with "**Answer:** Yes, Adobe has ..." word for word)."""
+    (the 1.5B began its text with "**Answer:** Yes, Adobe has ..." word for word, or with
+    "The short answer is: **Answer:** ...", flagged for a name "Answer" no passage holds)."""
     key = _key(answer)
     bare = key.removeprefix("answer ")
-    lines = [ln for ln in draft.splitlines() if _key(ln) not in (key, bare)]
-    return "\n".join(lines).strip()
+
+    def copy(line: str) -> bool:
+        words = _key(line)
+        lead = words.removesuffix(key)
+        return words in (key, bare) or (
+            lead != words and lead.endswith(" ") and len(lead.split()) <= ANSWER_LEAD_WORDS
+        )
+
+    return "\n".join(ln for ln in draft.splitlines() if not copy(ln)).strip()
 
 
 def cited_ids(notes: list[ResearchNotes], on_topic: bool = False) -> list[str]:
