@@ -19,7 +19,7 @@ from research_fixtures import (
 from core.library import Evidence
 from core.research import writer as writer_module
 from core.research.schemas import ResearchLimits
-from core.research.writer import answer_citations, key_sentences, strip_restatement
+from core.research.writer import key_sentences, strip_restatement
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
@@ -222,57 +222,3 @@ def test_a_restated_question_is_cut_from_the_answer() -> None:
     ]
     for answer in kept:
         assert strip_restatement(answer, q) == answer
-
-
-def _ev(n: int, title: str, text: str) -> Evidence:
-    return Evidence(
-        evidence_id=f"ev1:{n:016x}",
-        passage_id=f"p{n}",
-        doc_id=f"d{n}",
-        title=title,
-        source_uri="corpus.jsonl",
-        kind="jsonl",
-        text=text,
-        passage_text=text,
-    )
-
-
-def test_the_answer_cites_the_passage_that_holds_it() -> None:
-    """What the 1.5B did on MuSiQue: "1895" cited to Lancashire, a store and a song."""
-    question = "David Jones is an international in rugby union and another sport started when?"
-    evidence = {
-        "E1": _ev(1, "Lancashire", "Lancashire is a county in North West England."),
-        "E2": _ev(2, "David Jones (rugby)", "David Jones was a dual-code rugby international."),
-        "E3": _ev(3, "Rugby league", "Rugby league began in 1895, when clubs left the union."),
-        "E4": _ev(4, "Mr. Jones (song)", "Mr. Jones is a song by Counting Crows."),
-    }
-    # the passage holding the answer first; the hop naming the question's subject stays
-    assert answer_citations("1895", ["E1", "E2", "E4"], evidence, question) == ["E3", "E2"]
-    # left alone: cited passages that hold the answer, an answer no passage holds (the claim
-    # check flags it), and an answer with no number, date or name to look for
-    assert answer_citations("1895", ["E3", "E1"], evidence, question) == ["E3", "E1"]
-    assert answer_citations("1901", ["E1"], evidence, question) == ["E1"]
-    assert answer_citations("rugby league", ["E4"], evidence, question) == ["E4"]
-
-
-def test_short_answer_citing_the_wrong_passage_is_recited(research_app: Sourcebook) -> None:
-    founded = pid_with(research_app, "founded in 1921")
-    ships = pid_with(research_app, "4,200 ships")
-    planner = ScriptedLLM([plan(("q1", QUESTION, []))])
-    researcher = ScriptedLLM(
-        [
-            act("fetch_evidence", evidence_id=ships),
-            act("fetch_evidence", evidence_id=founded),
-            act("finish"),
-            notes(("Northport handled 4,200 ships.", [ships]), ("Founded in 1921.", [founded])),
-        ]
-    )
-    writer = ScriptedLLM([short("Mayor Ellen Park", ["E1"]), "It was founded in 1921 [E2]."])
-    report = research_app.research(
-        QUESTION, models=models(planner, researcher, writer), task="recite", limits=LIM
-    )
-    first = report.markdown.splitlines()[0]
-    assert first.startswith("**Answer:** Mayor Ellen Park [")
-    cited_first = [c.evidence_id for c in report.citations if f"[{c.number}]" in first]
-    assert cited_first == [founded], report.markdown
-    assert not report.flagged_claims

@@ -309,13 +309,6 @@ def _as_cited(ev: Evidence) -> str:
     return f"{ev.title} p. {' '.join(map(str, ev.pages))}\n{ev.text}"
 
 
-def missing_terms(sentence: str, evidence: list[Evidence]) -> list[str]:
-    """The numbers, dates and names of ``sentence`` (:func:`key_terms`) that the evidence (its
-    text, title and pages) does not hold."""
-    cited = _norm(" ".join(map(_as_cited, evidence)))
-    return [t for t in key_terms(sentence) if not _present(t, cited)]
-
-
 def _sentences(markdown: str) -> Iterator[tuple[str, str]]:
     """(sentence, its line) in order, split as passages are (abbreviations and initials do not
     end a sentence: "ADOBE INC. — Form 10-K", "G. Stanley Hall"); a citation standing alone
@@ -352,7 +345,8 @@ def check_claims(
             continue
         found = [ev for ev in (evidence(i) for i in ids) if ev is not None]
         texts = [ev.text for ev in found]
-        missing = missing_terms(sentence, found)
+        cited = _norm(" ".join(map(_as_cited, found)))
+        missing = [t for t in key_terms(sentence) if not _present(t, cited)]
         if missing:
             flagged.append(
                 FlaggedClaim(

@@ -16,11 +16,11 @@ import numpy as np
 from core.errors import ModelError
 from core.ingest.chunking import sentence_ranges
 from core.library import Evidence
-from core.research.citations import credibility, missing_terms
+from core.research.citations import credibility
 from core.research.context import RunContext, invalid_output
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
 from core.research.schemas import ResearchNotes, ResearchPlan, short_answer_model
-from core.research.words import content_words, fold, names_in, subject_names
+from core.research.words import content_words
 
 logger = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ def short_answer(
     picked = key_sentences(queries, evidence, ctx.library.embedder.embed, ANSWER_SENTENCES)
     if not picked:
         return ""
-    all_labels, labels = labels, {k: v for k, v in labels.items() if v in picked}
+    labels = {k: v for k, v in labels.items() if v in picked}
     by_id = {v: k for k, v in labels.items()}
     block = "\n\n".join(
         f"[{by_id[ev.evidence_id]}] {ev.title}\n" + " … ".join(picked[ev.evidence_id])
@@ -189,47 +189,7 @@ def short_answer(
         cites = list(dict.fromkeys(s["label"] for s in data["steps"] if s["label"]))[-2:]
     if not data["answered"] or not answer or not cites:
         return ""
-    ev_by_id = {ev.evidence_id: ev for ev in evidence}
-    read_first = sorted(all_labels, key=lambda k: all_labels[k] not in picked)  # stable
-    cites = answer_citations(
-        answer, cites, {k: ev_by_id[all_labels[k]] for k in read_first}, question
-    )
     return f"**Answer:** {answer} " + "".join(f"[{c}]" for c in cites) + "."
-
-
-def answer_citations(
-    answer: str, cites: list[str], evidence: dict[str, Evidence], question: str
-) -> list[str]:
-    """The answer line's citations, given the model's (``cites``) and the run's passages by
-    label (``evidence``, the ones the answer step read first).
-
-    Unchanged when the cited passages hold the answer's numbers, dates and names. Otherwise, if
-    a passage holds them all, it is cited first, and of the model's citations only those
-    holding part of the answer or a subject of the question stay (the hops that led to it):
-    the 1.5B answered "1895" for "David Jones is an international in rugby union and another
-    sport that was started when?" citing Lancashire, a department store and a song, while the
-    passage saying rugby league began in 1895 was among those it read. When no passage holds
-    the answer, the model's citations stay and the claim check flags the line.
-    """
-    line = f"**Answer:** {answer}"  # as the claim check reads it: "1895" is not a list number
-    terms = missing_terms(line, [])
-    if not terms or not missing_terms(line, [evidence[c] for c in cites if c in evidence]):
-        return cites
-    full = [k for k, ev in evidence.items() if not missing_terms(line, [ev])]
-    if not full:
-        return cites
-    subjects = subject_names(question)
-
-    def on_the_way(label: str) -> bool:
-        ev = evidence.get(label)
-        if ev is None:
-            return False
-        text = fold(f"{ev.title}\n{ev.text}")
-        return len(missing_terms(line, [ev])) < len(terms) or any(
-            names_in(s, text) for s in subjects
-        )
-
-    return list(dict.fromkeys([full[0], *(c for c in cites if on_the_way(c))]))
 
 
 _COPULA = re.compile(r"\s(?:was|is|are|were)\s")
