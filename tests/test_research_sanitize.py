@@ -117,6 +117,28 @@ def test_key_terms() -> None:
     assert "In" not in terms
     # a possessive names the same thing as the name: "AMCOR's" is backed by "AMCOR PLC"
     assert key_terms("Sales grew at AMCOR's plants and at Jones' mill.") == ["AMCOR", "Jones"]
+    # a step's number is not a claim, and a name is whole when it has an accent (the 1.5B's
+    # "Step 2: ..." was flagged for "2", and "Aschenbrödel" for "Aschenbr")
+    assert key_terms("Step 2: Then the composer of Aschenbrödel.") == ["Aschenbrödel"]
+
+
+def test_claims_compare_names_with_accents_folded() -> None:
+    """The 1.5B wrote the question's "Akinoshu Kenji"; the cited passage says "Akinoshū"."""
+    ev = type(
+        "Ev",
+        (),
+        {
+            "title": "Akinoshū Kenji",
+            "pages": [],
+            "text": "Akinoshū Kenji was born in Hiroshima, bombed by a B-29 Superfortress in 1945.",
+        },
+    )()
+    ok = "The birthplace of Akinoshu was bombed by a B-29 Superfortress [ev1:0123456789abcdef]."
+    assert check_claims(ok, lambda _id: ev, None) == []
+    bad = ok.replace("B-29 Superfortress", "Lancaster")
+    assert [f.reason for f in check_claims(bad, lambda _id: ev, None)] == [
+        "not in the cited text: Lancaster"
+    ]
 
 
 def test_llm_schemas_bound_and_enum() -> None:

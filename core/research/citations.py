@@ -20,6 +20,7 @@ import numpy as np
 from core.ingest.chunking import sentence_ranges
 from core.library import Evidence
 from core.research.schemas import FlaggedClaim, RemovedCitation
+from core.research.words import fold
 from graph.ids import parse_evidence_id
 from graph.schemas import Document
 
@@ -263,7 +264,9 @@ _ID_TOKEN_RE = re.compile(r"\[(ev1:[0-9a-f]{16}(?:#\d+-\d+)?)\]")
 
 
 def _norm(text: str) -> str:
-    return " ".join(text.replace(",", "").replace("\u2019", "'").lower().split())
+    """Lower case, accents folded ("Akinoshu Kenji" is the passage's "Akinoshū Kenji"), no
+    thousands commas, one space between words."""
+    return " ".join(fold(text.replace(",", "").replace("\u2019", "'")).split())
 
 
 _NUMERIC_DATE_RE = re.compile(
@@ -292,8 +295,9 @@ def key_terms(sentence: str) -> list[str]:
     """Numbers, dates and names a cited sentence asserts."""
     plain = _ID_TOKEN_RE.sub(" ", sentence)
     plain = re.sub(r"^[\s>*#\-\d.)]+", " ", plain)  # list markers, headings
+    plain = re.sub(r"^\s*step\s+\d+\s*[:.)]", " ", plain, flags=re.I)  # "Step 2:" numbers a step
     terms: list[str] = [n.replace(",", "").rstrip(".") for n in _NUM_RE.findall(plain)]
-    words = re.findall(r"[A-Za-z][A-Za-z'\-]+", plain)
+    words = re.findall(r"[^\W\d_](?:[^\W\d_]|['\-])+", plain)  # "Aschenbrödel", not "Aschenbr"
     for i, w in enumerate(words):
         low = w.lower()
         if low in _MONTHS:
