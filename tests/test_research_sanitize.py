@@ -97,6 +97,9 @@ def test_renumber_first_use_and_same_document_shares_number() -> None:
     text, numbers = renumber(f"B first [{b1}]. A [{a1}][{a2}]. Again B [{b1}].", doc.__getitem__)
     assert text == "B first [1]. A [2]. Again B [1]."
     assert numbers == {b1: 1, a1: 2, a2: 2}
+    # the 1.5B's answer line "[E1][E2][E3]" with E1 and E3 from one document: [1][2], not [1][2][1]
+    text, _ = renumber(f"6.8 inches [{a1}][{b1}][{a2}]. In [3] of [{b1}][{a1}].", doc.__getitem__)
+    assert text == "6.8 inches [1][2]. In [3] of [2][1]."
 
 
 def test_citation_tokens_and_rewrite() -> None:

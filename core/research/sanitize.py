@@ -134,7 +134,11 @@ def renumber(markdown: str, doc_of: Callable[[str], str]) -> tuple[str, dict[str
         return f"[{doc_number[doc]}]"
 
     text = _ID_RE.sub(sub, markdown)
-    text = re.sub(r"\[(\d+)\](?:\[\1\])+", r"[\1]", text)  # [1][1] -> [1]
+    text = re.sub(  # [1][1] -> [1], [1][2][1] -> [1][2] (two passages of one document)
+        r"(?:\[\d+\]){2,}",
+        lambda m: "".join(f"[{n}]" for n in dict.fromkeys(re.findall(r"\d+", m.group(0)))),
+        text,
+    )
     return text, numbers
 
 
