@@ -127,15 +127,11 @@ def test_key_terms() -> None:
 
 def test_claims_compare_names_with_accents_folded() -> None:
     """The 1.5B wrote the question's "Akinoshu Kenji"; the cited passage says "Akinoshū"."""
-    ev = type(
-        "Ev",
-        (),
-        {
-            "title": "Akinoshū Kenji",
-            "pages": [],
-            "text": "Akinoshū Kenji was born in Hiroshima, bombed by a B-29 Superfortress in 1945.",
-        },
-    )()
+    ev = _evidence(
+        "ev1:0123456789abcdef",
+        "Akinoshū Kenji was born in Hiroshima, bombed by a B-29 Superfortress in 1945.",
+        title="Akinoshū Kenji",
+    )
     ok = "The birthplace of Akinoshu was bombed by a B-29 Superfortress [ev1:0123456789abcdef]."
     assert check_claims(ok, lambda _id: ev, None) == []
     bad = ok.replace("B-29 Superfortress", "Lancaster")
@@ -447,7 +443,7 @@ def test_a_verbatim_quotation_gets_its_passage_citation() -> None:
 
 
 def test_a_cited_quotation_clears_the_uncited_flags_of_its_sentences() -> None:
-    ev = type("Ev", (), {"title": "ADOBE INC. 10-K", "pages": [6], "text": ADOBE})()
+    ev = _evidence("ev1:0123456789abcdef", ADOBE, title="ADOBE INC. 10-K", pages=(6,))
     draft = f'Adobe describes its platform: "{ADOBE}"'
     before = check_claims(draft, lambda _id: None, None, "Does Adobe have margins?")
     assert before and all(f.reason.startswith("no citation") for f in before)
