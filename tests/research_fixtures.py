@@ -16,6 +16,7 @@ from typing import Any
 import pymupdf
 import pytest
 
+from core.library import Evidence
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
@@ -72,6 +73,21 @@ def pid_with(app: Sourcebook, text: str) -> str:
             if text in p.text:
                 return p.passage_id
     raise AssertionError(f"no passage contains {text!r}")
+
+
+def evidence(ev_id: str, text: str, title: str = "t", pages: tuple[int, ...] = ()) -> Evidence:
+    """A passage outside any library, for the citation and claim-check units."""
+    return Evidence(
+        evidence_id=ev_id,
+        passage_id=ev_id,
+        doc_id="d",
+        title=title,
+        pages=list(pages),
+        source_uri="u",
+        kind="pdf",
+        text=text,
+        passage_text=text,
+    )
 
 
 def plan(*queries: tuple[str, str, list[str]]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from research_fixtures import evidence
 
 from core.research.citations import (
     check_claims,
@@ -127,7 +128,7 @@ def test_key_terms() -> None:
 
 def test_claims_compare_names_with_accents_folded() -> None:
     """The 1.5B wrote the question's "Akinoshu Kenji"; the cited passage says "Akinoshū"."""
-    ev = _evidence(
+    ev = evidence(
         "ev1:0123456789abcdef",
         "Akinoshū Kenji was born in Hiroshima, bombed by a B-29 Superfortress in 1945.",
         title="Akinoshū Kenji",
@@ -305,27 +306,11 @@ def test_plain_colons_are_not_links() -> None:
     assert "[link removed]" in sanitize_links("go to JavaScript:alert(1) or hxxp://x.y/z")
 
 
-def _evidence(ev_id: str, text: str, title: str = "t", pages: tuple[int, ...] = ()) -> Any:
-    from core.library import Evidence
-
-    return Evidence(
-        evidence_id=ev_id,
-        passage_id=ev_id,
-        doc_id="d",
-        title=title,
-        pages=list(pages),
-        source_uri="u",
-        kind="pdf",
-        text=text,
-        passage_text=text,
-    )
-
-
 def test_citation_after_the_full_stop_belongs_to_the_sentence() -> None:
     from core.research.citations import check_claims
 
     ev_id = "ev1:" + "a" * 16
-    ev = _evidence(ev_id, "It handled 4,200 ships in 2019.")
+    ev = evidence(ev_id, "It handled 4,200 ships in 2019.")
     flagged = check_claims(f"It handled 4,200 ships in 2019. [{ev_id}]", {ev_id: ev}.get, None)
     assert flagged == []
     flagged = check_claims(f"It handled 5,000 ships. [{ev_id}]", {ev_id: ev}.get, None)
@@ -346,7 +331,7 @@ def test_month_names_match_numeric_dates(cited: str, ok: bool) -> None:
     from core.research.citations import check_claims
 
     ev_id = "ev1:" + "b" * 16
-    ev = _evidence(ev_id, cited)
+    ev = evidence(ev_id, cited)
     flagged = check_claims(f"It happened on November 27, 2007. [{ev_id}]", {ev_id: ev}.get, None)
     assert (flagged == []) is ok, flagged
     if not ok:
@@ -357,7 +342,7 @@ def test_an_uncited_sentence_that_asserts_facts_is_flagged() -> None:
     from core.research.citations import check_claims, excerpt
 
     ev_id = "ev1:" + "d" * 16
-    ev = _evidence(ev_id, "Adobe reported revenue of $17,606 million in fiscal 2022.")
+    ev = evidence(ev_id, "Adobe reported revenue of $17,606 million in fiscal 2022.")
     md = (
         f"Adobe reported revenue of $17,606 million [{ev_id}]. Its margin rose to 36.8% in 2022.\n"
         "The passage states that Adobe Sensei drove the growth.\n"
@@ -383,7 +368,7 @@ def test_an_uncited_sentence_that_asserts_facts_is_flagged() -> None:
     # a title the writer copies is backed by the cited passage's document; abbreviations and
     # initials do not cut sentences
     title = "ADOBE INC. — Form 10-K, fiscal year ended December 2, 2022"
-    ev = _evidence(ev_id, "Revenue rose in fiscal 2022.", title=title, pages=(6,))
+    ev = evidence(ev_id, "Revenue rose in fiscal 2022.", title=title, pages=(6,))
     line = f"- [{ev_id}] ADOBE INC. — Form 10-K, fiscal year ended December 2, 2022, p. 6: rose."
     assert check_claims(line, {ev_id: ev}.get, None) == []
     assert excerpt("word " * 40, chars=20) == "word word word word…"
@@ -403,7 +388,7 @@ def test_an_initial_does_not_end_the_sentence_a_citation_checks() -> None:
     from core.research.citations import check_claims
 
     ev_id = "ev1:" + "c" * 16
-    ev = _evidence(ev_id, "G. Stanley Hall wrote Adolescence in 1904.")
+    ev = evidence(ev_id, "G. Stanley Hall wrote Adolescence in 1904.")
     claim = f"The first president of the Northport Society was G. Stanley Hall [{ev_id}]."
     (flag,) = check_claims(claim, {ev_id: ev}.get, None)
     assert flag.sentence == claim  # the whole sentence, not "Stanley Hall [...]."
@@ -443,7 +428,7 @@ def test_a_verbatim_quotation_gets_its_passage_citation() -> None:
 
 
 def test_a_cited_quotation_clears_the_uncited_flags_of_its_sentences() -> None:
-    ev = _evidence("ev1:0123456789abcdef", ADOBE, title="ADOBE INC. 10-K", pages=(6,))
+    ev = evidence("ev1:0123456789abcdef", ADOBE, title="ADOBE INC. 10-K", pages=(6,))
     draft = f'Adobe describes its platform: "{ADOBE}"'
     before = check_claims(draft, lambda _id: None, None, "Does Adobe have margins?")
     assert before and all(f.reason.startswith("no citation") for f in before)

@@ -291,6 +291,13 @@ def _present(term: str, cited: str) -> bool:
     return t in cited
 
 
+def terms_missing(terms: list[str], text: str) -> list[str]:
+    """The ``terms`` (from :func:`key_terms`) that ``text`` does not hold, compared as the
+    claim check compares them (case, accents and thousands commas aside)."""
+    held = _norm(text)
+    return [t for t in terms if not _present(t, held)]
+
+
 def key_terms(sentence: str) -> list[str]:
     """Numbers, dates and names a cited sentence asserts."""
     plain = _ID_TOKEN_RE.sub(" ", sentence)
@@ -307,7 +314,7 @@ def key_terms(sentence: str) -> list[str]:
     return list(dict.fromkeys(t for t in terms if t))
 
 
-def _as_cited(ev: Evidence) -> str:
+def cited_text(ev: Evidence) -> str:
     """What a citation backs: the passage, and the title and pages the Sources list shows
     (a writer may name the filing: "ADOBE INC. — Form 10-K, fiscal year ended ..., p. 6")."""
     return f"{ev.title} p. {' '.join(map(str, ev.pages))}\n{ev.text}"
@@ -349,8 +356,7 @@ def check_claims(
             continue
         found = [ev for ev in (evidence(i) for i in ids) if ev is not None]
         texts = [ev.text for ev in found]
-        cited = _norm(" ".join(map(_as_cited, found)))
-        missing = [t for t in key_terms(sentence) if not _present(t, cited)]
+        missing = terms_missing(key_terms(sentence), " ".join(map(cited_text, found)))
         if missing:
             flagged.append(
                 FlaggedClaim(
@@ -389,6 +395,11 @@ _ABSENCE = re.compile(
 )
 
 
+def states_absence(sentence: str) -> bool:
+    """Whether ``sentence`` says what the sources lack ("The passages do not state X")."""
+    return _ABSENCE.search(sentence) is not None
+
+
 def uncited_claim(
     sentence: str, line: str, line_evidence: list[Evidence], question: str = ""
 ) -> str:
@@ -397,16 +408,14 @@ def uncited_claim(
     from FY2016 to FY2017, ..." restates it), and the passages cited elsewhere on its line (a
     paragraph may cite once, at its end) do not all hold them. Headings, table rows and
     statements of what the sources lack are not claims."""
-    if line.lstrip().startswith(("#", "|")) or _ABSENCE.search(sentence):
+    if line.lstrip().startswith(("#", "|")) or states_absence(sentence):
         return ""
-    asked = _norm(question)
-    terms = [t for t in key_terms(sentence) if not _present(t, asked)]
+    terms = terms_missing(key_terms(sentence), question)
     if not terms:
         return ""
     if not line_evidence:
         return "no citation"
-    cited = _norm(" ".join(map(_as_cited, line_evidence)))
-    missing = [t for t in terms if not _present(t, cited)]
+    missing = terms_missing(terms, " ".join(map(cited_text, line_evidence)))
     if not missing:
         return ""
     return "no citation, and not in the line's cited text: " + ", ".join(missing[:6])
