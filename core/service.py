@@ -301,6 +301,7 @@ class Sourcebook:
                 max_rounds=r.max_rounds,
                 read_top=r.read_top,
                 short_answer=r.short_answer,
+                trail=r.trail,
             ),
             answers=list(answers),
             plan=plan,

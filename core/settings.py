@@ -112,6 +112,11 @@ class ResearchSettings(BaseModel):
     short_answer: bool = Field(
         True, description="Open each report with a short cited answer line (one more model call)."
     )
+    trail: bool = Field(
+        True,
+        description="End each report with its research trail: the finding each research step "
+        "made, cited.",
+    )
 
 
 class WebSettings(BaseModel):

@@ -167,6 +167,12 @@ class SettingsDialog(QDialog):
         self.short_answer.setToolTip(
             "One more model call: the question answered step by step, in one cited line."
         )
+        self.trail = QCheckBox("End each report with its research t&rail")
+        self.trail.setChecked(r.trail)
+        self.trail.setToolTip(
+            "No model call: the finding each research step made, cited, when its passages "
+            "bear it out."
+        )
         w = QWidget()
         form = QFormLayout(w)
         form.addRow("Concurrent &workers:", self.max_workers)
@@ -174,6 +180,7 @@ class SettingsDialog(QDialog):
         form.addRow("&Steps per worker:", self.max_steps)
         form.addRow("&Rounds:", self.max_rounds)
         form.addRow(self.short_answer)
+        form.addRow(self.trail)
         note = QLabel(
             "Higher limits find more but take longer; on a laptop CPU, 2–3 workers is a good "
             "balance."
@@ -338,6 +345,7 @@ class SettingsDialog(QDialog):
             max_steps=self.max_steps.value(),
             max_rounds=self.max_rounds.value(),
             short_answer=self.short_answer.isChecked(),
+            trail=self.trail.isChecked(),
         )
         lib = self.library_path.text().strip()
         data["library"]["path"] = str(Path(lib).expanduser()) if lib else None

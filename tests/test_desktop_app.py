@@ -247,6 +247,8 @@ def test_settings_round_trip(
     dialog.max_rounds.setValue(3)
     assert dialog.short_answer.isChecked()  # the default
     dialog.short_answer.setChecked(False)
+    assert dialog.trail.isChecked()  # the default
+    dialog.trail.setChecked(False)
     dialog.library_path.setText(str(tmp_path / "lib2"))
     dialog.web_enabled.setChecked(True)
     dialog.add_endpoint()
@@ -263,6 +265,7 @@ def test_settings_round_trip(
     assert saved.models.roles.writer == "my-server" and saved.models.roles.planner is None
     assert (saved.research.max_workers, saved.research.max_tool_calls) == (2, 12)
     assert saved.research.max_rounds == 3 and saved.research.short_answer is False
+    assert saved.research.trail is False
     assert saved.library.path == tmp_path / "lib2"
     assert saved.web.enabled is True
     ep = saved.models.endpoints[0]

@@ -50,6 +50,7 @@ from core.research.schemas import (
     RunStatus,
 )
 from core.research.tools import Fetched, Scope, Tools
+from core.research.trail import trail_lines, trail_section
 from core.research.words import focus_terms, gap_query, names
 from core.tasks import RecordingFailed, TaskLog
 from models.llm import LLM
@@ -268,9 +269,11 @@ def _run(
         draft = bracket_labels(draft, labels)
         by_id = {ev.evidence_id: ev.text for ev in evidence}
         draft = cite_quotations(draft, {k: by_id[v] for k, v in labels.items()})
+        fell_back = False
         if not citation_tokens(draft):
             fallback = writer.findings_report(notes)
             if fallback:
+                fell_back = True
                 # A small model may write without citing anything: uncited text cannot stand in
                 # the report, so the researchers' findings (cited by enum) are used instead.
                 ctx.log.append(ctx.task, ctx.run, "writer_fallback", "writer_fallback", fallback)
@@ -280,6 +283,14 @@ def _run(
                 draft = fallback
         if answer:
             draft = f"{answer}\n\n{writer.without_answer_copy(draft, answer)}"
+        if ctx.limits.trail and not fell_back:
+            cited = {labels.get(t, t).lower() for t in citation_tokens(draft)}
+            lines = trail_lines(
+                req.question, notes, ctx.fetched.get, ctx.library.embedder.embed, draft, cited
+            )
+            if lines:
+                lines = ctx.log.append(ctx.task, ctx.run, "trail", "trail", lines)
+                draft = f"{draft.rstrip()}\n\n{trail_section(lines)}"
     ctx.emit("stage", stage="checking citations")
     with ctx.log.span(ctx.task, ctx.run, "stage", "citations"):
         _finish(ctx, st, draft, labels, notes)

@@ -164,6 +164,11 @@ class ResearchLimits(BaseModel):
         description="Before the report, the writer answers in one short cited line, hop by hop "
         "(one more model call).",
     )
+    trail: bool = Field(
+        True,
+        description="End the report with its research trail: each step's finding, cited "
+        "(no model call; see core.research.trail).",
+    )
     max_queries: int = Field(5, ge=1, le=5, description="Queries of the plan that run.")
     auto_search: bool = Field(
         True, description="A worker's first step is a search for its query (saves a model call)."

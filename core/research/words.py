@@ -94,7 +94,12 @@ _NOT_SUBJECTS = frozenset({"date", "quantity"})
 
 def fold(text: str) -> str:
     """Lower-cased, accents removed: "Aschenbrödel" and "Aschenbrodel" compare equal."""
-    norm = unicodedata.normalize("NFKD", text.lower())
+    return unaccented(text.lower())
+
+
+def unaccented(text: str) -> str:
+    """Accents removed, case kept: "Akinoshū" -> "Akinoshu"."""
+    norm = unicodedata.normalize("NFKD", text)
     return "".join(c for c in norm if not unicodedata.combining(c))
 
 
