@@ -64,7 +64,7 @@ def test_trail_gives_each_step_its_finding_cited_by_the_passages_holding_it() ->
         _step(
             "q2",
             "What is the waterfall in Zimbabwe?",
-            ("Victoria Falls is the waterfall in Zimbabwe.", [FALLS]),
+            ("Victoria Falls is the waterfall in Zimbabwe,", [FALLS]),  # the 1.5B's comma
         ),
     ]
     assert _lines(steps) == [
@@ -91,6 +91,12 @@ def test_trail_leaves_out_what_tells_nothing_or_is_not_borne_out() -> None:
             "q3",
             "Where does the Bubye River flow?",
             ("The Bubye River flows into Mozambique.", [BUBYE]),
+        ),
+        # no one passage holds all it names (the Bubye's lacks the falls, the falls' the Bubye)
+        _step(
+            "q5",
+            "Where does the Bubye River end?",
+            ("The Bubye River ends at Victoria Falls in Zimbabwe.", [BUBYE, FALLS]),
         ),
         # a failed worker's notes are not a finding
         _step(

@@ -80,7 +80,7 @@ def _step_line(
     """The step's first on-topic finding that tells something and that its passages bear out,
     as (line, its terms, the ids it cites), or None."""
     for f in n.on_topic():
-        claim = " ".join(f.claim.split()).rstrip(" .")
+        claim = " ".join(f.claim.split()).rstrip(" .,;:")
         if not claim or states_absence(claim):
             continue
         terms = key_terms(claim)
