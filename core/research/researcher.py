@@ -20,6 +20,7 @@ from typing import Any
 
 from core.errors import ModelError
 from core.research.context import RunContext, invalid_output
+from core.research.line_items import line_item_query
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
 from core.research.schemas import (
     Finding,
@@ -97,6 +98,12 @@ class Worker:
                 # the next hop's passage.
                 self._call("discover_evidence", {"query": self.focus})
                 last = ("discover_evidence", self.focus, "")
+            items = line_item_query(self.q.query)
+            if items:
+                # A metric's numbers stand in its statement under their line items ("net cash
+                # provided by operating activities"), not under the metric's name.
+                self._call("discover_evidence", {"query": items})
+                last = ("discover_evidence", items, "")
         while not stop:
             self.ctx.check_cancel()
             if self.steps >= limits.max_steps:

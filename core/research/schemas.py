@@ -171,7 +171,10 @@ class ResearchLimits(BaseModel):
     )
     max_queries: int = Field(5, ge=1, le=5, description="Queries of the plan that run.")
     auto_search: bool = Field(
-        True, description="A worker's first step is a search for its query (saves a model call)."
+        True,
+        description="A worker's first steps are searches for its query (saves a model call), "
+        "for what the queries it builds on found, and for the line items of a financial "
+        "metric it names (core.research.line_items).",
     )
 
 

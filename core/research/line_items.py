@@ -1,0 +1,57 @@
+"""Line-item searches: a query naming a financial metric also searches for the line items a
+filing reports it with.
+
+A filing's statement tables hold the numbers under their line items, not under the metric's
+name: "What is Adobe's free cash flow conversion as of FY2022?" ranked the cash-flow statement
+15th, "Adobe FY2022 net cash provided by operating activities" ranked it 2nd. The metrics and
+their line items are data (``resources/glossary/line_items.json``); matching is by whole words
+(a plural too), case aside except for acronyms ("DPO", "ROE": the word "roe" is not return on
+equity).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+
+GLOSSARY = Path(__file__).resolve().parents[2] / "resources" / "glossary" / "line_items.json"
+MAX_ITEMS = 6  # line items per search: the embedder reads a short query best
+_SUBJECT = re.compile(r"\b(?:[A-Z][\w&.-]*[\w&]|(?:FY|Q[1-4])?\s?(?:19|20)\d{2})\b")
+_QUESTION_WORD = re.compile(  # capitalised, yet not a subject: "What", "Does", "Among"
+    r"What|Which|Who|Where|When|How|Why|Is|Are|Was|Were|Does|Do|Did|Has|Have|Had|Can|Could|"
+    r"Should|Would|Will|Whether|If|Find|Calculate|Compute|Based|Base|Using|Please|Round|"
+    r"Address|The|In|For|Of|By|As|Among|Between|Given|According"
+)
+
+
+@functools.cache
+def _terms() -> list[tuple[re.Pattern[str], tuple[str, ...]]]:
+    data = json.loads(GLOSSARY.read_text(encoding="utf-8"))
+    out = []
+    for term in data["terms"]:
+        for name in term["names"]:
+            flags = 0 if name.isupper() else re.IGNORECASE
+            pattern = re.compile(rf"(?<![\w&]){re.escape(name)}s?(?![\w&])", flags)
+            out.append((pattern, tuple(term["line_items"])))
+    return out
+
+
+def line_item_query(query: str) -> str:
+    """The query's subject (its names and years) followed by the line items of the metrics and
+    statements it names; "" when it names none."""
+    items: list[str] = []
+    rest = query
+    for pattern, line_items in _terms():
+        if pattern.search(rest):
+            items.extend(i for i in line_items if i not in items)
+            rest = pattern.sub(" ", rest)
+    if not items:
+        return ""
+    subject = [
+        m.group(0).strip()
+        for m in _SUBJECT.finditer(rest)
+        if not _QUESTION_WORD.fullmatch(m.group(0))
+    ]
+    return " ".join([*dict.fromkeys(subject), *items[:MAX_ITEMS]])

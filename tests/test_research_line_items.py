@@ -1,0 +1,63 @@
+"""Line-item searches: a query naming a financial metric also searches for its line items."""
+# ruff: noqa: F811  (pytest fixtures imported from research_fixtures are redefined as arguments)
+
+from __future__ import annotations
+
+from research_fixtures import (
+    act,
+    models,
+    notes,
+    plan,
+    research_app,  # noqa: F401 - fixture
+)
+
+from core.research.line_items import line_item_query
+from core.research.schemas import ResearchLimits
+from core.service import Sourcebook
+from models.llm import ScriptedLLM
+
+
+def test_a_metric_is_searched_by_its_line_items_with_the_query_subject() -> None:
+    assert line_item_query("What is Adobe's Free cashflow conversion as of FY2022?") == (
+        "Adobe FY2022 net cash provided by operating activities "
+        "purchases of property and equipment net income"
+    )
+    # a plural, a statement's name, and two metrics at once (line items once each)
+    assert line_item_query("Are Best Buy's gross margins consistent?") == (
+        "Best Buy gross profit cost of sales total revenue"
+    )
+    got = line_item_query("Microsoft's current ratio and working capital on its balance sheet")
+    assert got == (
+        "Microsoft total current assets total current liabilities consolidated balance sheets "
+        "total assets total liabilities"
+    )
+    # an acronym only in capitals: "roe" is not return on equity
+    assert line_item_query("What is Amazon's DPO for FY2017?").endswith(
+        "accounts payable cost of sales inventories"
+    )
+    assert line_item_query("Where do salmon lay their roe?") == ""
+    # no metric, no extra search
+    assert line_item_query("Who was the composer of Aschenbrödel?") == ""
+
+
+def test_worker_searches_the_line_items_of_the_metric_its_query_names(
+    research_app: Sourcebook,
+) -> None:
+    query = "What was the Northport Harbor Authority's operating margin in 2019?"
+    researcher = ScriptedLLM([act("finish"), notes(sufficient=False)])  # notes if it reads
+    research_app.research(
+        query,
+        models=models(
+            ScriptedLLM([plan(("a", query, []))]), researcher, ScriptedLLM(["Nothing found."])
+        ),
+        task="line-items",
+        limits=ResearchLimits(max_workers=1, max_rounds=1, read_top=0, short_answer=False),
+    )
+    searches = [
+        e.payload["args"]["query"]
+        for e in research_app.task_log().events("line-items")
+        if e.kind == "tool_call" and e.payload["tool"] == "discover_evidence"
+    ]
+    assert searches[-1] == (
+        "Northport Harbor Authority 2019 operating income total revenue net sales"
+    )
