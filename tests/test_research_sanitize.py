@@ -435,3 +435,28 @@ def test_a_cited_quotation_clears_the_uncited_flags_of_its_sentences() -> None:
     cited = cite_quotations(draft, {"ev1:0123456789abcdef": ADOBE})
     assert cited.endswith('" [ev1:0123456789abcdef]')
     assert check_claims(cited, lambda _id: ev, None, "Does Adobe have margins?") == []
+
+
+def test_a_sentence_keeps_the_citations_that_hold_what_it_says() -> None:
+    from core.research.citations import narrow_citations
+
+    a, b, c = ("ev1:" + x * 16 for x in "abc")
+    passages = {
+        a: evidence(a, "Victoria Falls lies in Zimbabwe."),
+        b: evidence(b, "The Bubye River is in Zimbabwe."),
+        c: evidence(c, "Hopetoun Falls is in Australia."),
+    }
+    text = (
+        f"**Answer:** Victoria Falls [{a}][{b}].\n\n"
+        f"Victoria Falls is in Zimbabwe [{b}] [{a}][{c}].\n"
+        f"The Bubye River and Victoria Falls are in Zimbabwe [{a}][{b}].\n"
+        f"It is in Zimbabwe [{a}]."
+    )
+    assert narrow_citations(text, passages.get, keep_lines="**Answer:**") == (
+        # the answer line cites its hops; a claim no one passage holds keeps both parts
+        f"**Answer:** Victoria Falls [{a}][{b}].\n\n"
+        f"Victoria Falls is in Zimbabwe [{a}].\n"
+        f"The Bubye River and Victoria Falls are in Zimbabwe [{a}][{b}].\n"
+        f"It is in Zimbabwe [{a}]."
+    )
+    assert narrow_citations(text, passages.get).startswith(f"**Answer:** Victoria Falls [{a}].")

@@ -166,7 +166,8 @@ def test_report_ends_with_the_trail_the_writer_left_out(research_app: Sourcebook
             ]
         )
         # the writer states the last hop only (E2: the passages are labelled in step order)
-        writer = ScriptedLLM(["Eastline trains carry about 30,000 passengers a day [E2]."])
+        # and cites a passage that does not say it too
+        writer = ScriptedLLM(["Eastline trains carry about 30,000 passengers a day [E2][E1]."])
         return models(planner, researcher, writer)
 
     # two queries: the question is not run as a third (cover_question)
@@ -176,8 +177,9 @@ def test_report_ends_with_the_trail_the_writer_left_out(research_app: Sourcebook
     report = research_app.research(question, models=scripted(), task="trail-run", limits=limits)
     body, rest = report.markdown.split(f"{TRAIL_HEADING}\n\n")
     trail = rest.split("\n## ")[0]
-    assert "[1]" in body and "Northport" not in body
     n = next(c.number for c in report.citations if c.evidence_id == founded)
+    r = next(c.number for c in report.citations if c.evidence_id == rail)
+    assert body.strip() == f"Eastline trains carry about 30,000 passengers a day [{r}]."
     assert trail.startswith(f"- Ellen Park founded the Northport Harbor Authority in 1921. [{n}]\n")
     assert "30,000" not in trail  # the report already says it, from the same passage
     assert report.flagged_claims == [] and report.removed_citations == []

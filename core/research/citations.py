@@ -335,6 +335,43 @@ def _sentences(markdown: str) -> Iterator[tuple[str, str]]:
         yield from ((x, line) for x in sentences)
 
 
+def narrow_citations(
+    markdown: str, evidence: Callable[[str], Evidence | None], keep_lines: str | None = None
+) -> str:
+    """Each sentence citing several passages keeps only those that hold all the numbers, dates
+    and names it asserts, when at least one does: the 1.5B cites three passages for "Victoria
+    Falls" where one names it. A sentence no single passage backs keeps its citations (each
+    may hold a part: "$17.6 billion in 2022 and $15.8 billion in 2021"), and so do lines that
+    start with ``keep_lines`` (the short answer line cites the hops that lead to the answer,
+    not only the passage naming it)."""
+    out: list[str] = []
+    done = 0  # markdown[:done] is in out
+    pos = 0  # where the next sentence is looked for
+    for sentence, line in _sentences(markdown):
+        start = markdown.find(sentence, pos)
+        if start < 0:
+            continue
+        pos = start + len(sentence)
+        if keep_lines and line.lstrip().startswith(keep_lines):
+            continue
+        ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
+        terms = key_terms(sentence)
+        if len(ids) < 2 or not terms:
+            continue
+        held = [
+            i
+            for i in ids
+            if (ev := evidence(i)) is not None and not terms_missing(terms, cited_text(ev))
+        ]
+        if held and len(held) < len(ids):
+            dropped = "|".join(re.escape(f"[{i}]") for i in ids if i not in held)
+            kept = re.sub(r"[ \t]{2,}", " ", re.sub(dropped, "", sentence))
+            kept = re.sub(r"[ \t]+([.,;:]|$)", r"\1", kept)
+            out += [markdown[done:start], kept]
+            done = pos
+    return "".join([*out, markdown[done:]])
+
+
 def check_claims(
     markdown: str,
     evidence: Callable[[str], Evidence | None],

@@ -33,6 +33,7 @@ from core.research.citations import (
     credibility,
     excerpt,
     mark_flagged,
+    narrow_citations,
 )
 from core.research.context import EventFn, RunContext, StopSignal
 from core.research.researcher import run_worker
@@ -425,6 +426,7 @@ def _finish(
             ctx.emit("stage", stage="repairing citations", text=", ".join(t for t, _ in still))
             draft = bracket_labels(writer.repair(ctx, draft, [t for t, _ in still], labels), labels)
     text, removed = checker.canonicalize(draft)
+    text = narrow_citations(text, fetched_or_span, keep_lines=writer.ANSWER_MARK)
     st.removed = removed
     if removed:
         st.reasons.append(f"{len(removed)} citation(s) could not be verified and were removed.")

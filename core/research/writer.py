@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 EVIDENCE_CHARS = 1500
 ANSWER_MAX_TOKENS = 400
+ANSWER_MARK = "**Answer:**"  # opens the short answer line; it cites the passages hop by hop
 ANSWER_SENTENCES = 8  # sentences the short-answer step reads, across all passages
 _CITES = re.compile(r"\[[^\]\n]*\]")
 _WORDS = re.compile(r"\w+")
@@ -189,7 +190,7 @@ def short_answer(
         cites = list(dict.fromkeys(s["label"] for s in data["steps"] if s["label"]))[-2:]
     if not data["answered"] or not answer or not cites:
         return ""
-    return f"**Answer:** {answer} " + "".join(f"[{c}]" for c in cites) + "."
+    return f"{ANSWER_MARK} {answer} " + "".join(f"[{c}]" for c in cites) + "."
 
 
 _COPULA = re.compile(r"\s(?:was|is|are|were)\s")
