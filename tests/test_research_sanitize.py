@@ -460,3 +460,27 @@ def test_a_sentence_keeps_the_citations_that_hold_what_it_says() -> None:
         f"It is in Zimbabwe [{a}]."
     )
     assert narrow_citations(text, passages.get).startswith(f"**Answer:** Victoria Falls [{a}].")
+
+
+def test_the_answer_line_is_checked_as_the_answer_to_the_question(embedder: Any) -> None:
+    """Three words are unlike any passage: "**Answer:** 6.8 inches (17.3 cm)" had similarity
+    0.04 with the passage stating it, and was flagged; as the question's answer it is close."""
+    ev_id = "ev1:" + "5" * 16
+    seattle = evidence(
+        ev_id,
+        "Seattle typically receives some snowfall on an annual basis but heavy snow is rare. "
+        "Average annual snowfall, as measured at Sea-Tac Airport, is 6.8 inches (17.3 cm). "
+        "Single calendar-day snowfall of six inches or greater has occurred on only 15 days.",
+        title="Seattle",
+    )
+    question = "What is the usual average snowfall in the city where Pearl Jam were formed?"
+    line = f"**Answer:** 6.8 inches (17.3 cm) [{ev_id}]."
+    alone = check_claims(line, {ev_id: seattle}.get, embedder.embed, question)
+    assert [f.reason.split(" (")[0] for f in alone] == ["weak match with the cited text"]
+    assert check_claims(line, {ev_id: seattle}.get, embedder.embed, question, "**Answer:**") == []
+    # an answer its passage does not hold is still flagged, as the answer it is
+    wrong = line.replace("6.8 inches (17.3 cm)", "12 inches")
+    reasons = [
+        f.reason for f in check_claims(wrong, {ev_id: seattle}.get, None, question, "**Answer:**")
+    ]
+    assert reasons == ["not in the cited text: 12"]

@@ -377,12 +377,19 @@ def check_claims(
     evidence: Callable[[str], Evidence | None],
     embed: Callable[[list[str]], np.ndarray] | None,
     question: str = "",
+    answer_lines: str | None = None,
 ) -> list[FlaggedClaim]:
     """Flag cited sentences whose terms are missing from, or unlike, their cited text, and
     uncited ones that assert what neither the question nor a citation on their line holds
-    (:func:`uncited_claim`)."""
+    (:func:`uncited_claim`).
+
+    A line starting with ``answer_lines`` answers the question ("**Answer:** 6.8 inches"): it
+    is compared with its cited text as the question and the answer together, which is what it
+    claims; three words alone are unlike any passage (similarity 0.04 with the one stating
+    "an average snowfall of 6.8 inches")."""
     flagged: list[FlaggedClaim] = []
     items: list[tuple[str, list[str], str]] = []
+    claims: list[str] = []
     for sentence, line in _sentences(markdown):
         ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
         if not ids:
@@ -404,8 +411,11 @@ def check_claims(
             )
             continue
         items.append((sentence, ids, " ".join(texts)))
+        claim = _ID_TOKEN_RE.sub(" ", sentence)
+        if answer_lines and line.lstrip().startswith(answer_lines):
+            claim = f"{question} {claim.replace(answer_lines, ' ')}"
+        claims.append(claim)
     if embed is not None and items:
-        claims = [_ID_TOKEN_RE.sub(" ", s) for s, _, _ in items]
         vecs = embed(claims + [t[:2000] for _, _, t in items])
         n = len(items)
         for i, (sentence, ids, _t) in enumerate(items):

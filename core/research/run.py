@@ -431,7 +431,11 @@ def _finish(
     if removed:
         st.reasons.append(f"{len(removed)} citation(s) could not be verified and were removed.")
     st.flagged = check_claims(
-        text, fetched_or_span, lambda xs: ctx.library.embedder.embed(xs), st.question
+        text,
+        fetched_or_span,
+        lambda xs: ctx.library.embedder.embed(xs),
+        st.question,
+        answer_lines=writer.ANSWER_MARK,
     )
     if st.flagged:
         st.reasons.append(
