@@ -484,3 +484,20 @@ def test_the_answer_line_is_checked_as_the_answer_to_the_question(embedder: Any)
         f.reason for f in check_claims(wrong, {ev_id: seattle}.get, None, question, "**Answer:**")
     ]
     assert reasons == ["not in the cited text: 12"]
+
+
+def test_a_place_is_held_by_its_demonym_and_the_other_way_round() -> None:
+    """The 1.5B answered "Norway" from "the Norwegian playwright Henrik Ibsen", and was flagged."""
+    ev_id = "ev1:" + "6" * 16
+    brand = evidence(
+        ev_id, "Brand is a play by the Norwegian playwright Henrik Ibsen, set in Rome."
+    )
+    get = {ev_id: brand}.get
+    assert check_claims(f"Ibsen was a citizen of Norway [{ev_id}].", get, None) == []
+    assert check_claims(f"Brand is set in a Roman town [{ev_id}].", get, None) == []
+    flagged = check_claims(f"Ibsen was a citizen of Sweden [{ev_id}].", get, None)
+    assert [f.reason for f in flagged] == ["not in the cited text: Sweden"]
+    # whole words only: "romance" does not name Rome
+    novel = evidence(ev_id, "Brand is a romance by a playwright.")
+    flagged = check_claims(f"Brand is set in Rome [{ev_id}].", {ev_id: novel}.get, None)
+    assert [f.reason for f in flagged] == ["not in the cited text: Rome"]

@@ -10,10 +10,13 @@ to it (embedder cosine). Unsupported claims are flagged, not hidden.
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import re
 from collections.abc import Callable, Collection, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 
@@ -284,11 +287,29 @@ def _has_month(month: str, cited: str) -> bool:
     return any(int(m.group(1) or m.group(2)) == n for m in _NUMERIC_DATE_RE.finditer(cited))
 
 
+DEMONYMS = Path(__file__).resolve().parents[2] / "resources" / "glossary" / "demonyms.json"
+
+
+@functools.cache
+def _same_place() -> dict[str, tuple[str, ...]]:
+    """Place or demonym -> the other words naming it ("norway" -> ("norwegian",))."""
+    out: dict[str, set[str]] = {}
+    for names in json.loads(DEMONYMS.read_text(encoding="utf-8"))["names"]:
+        for name in names:
+            out.setdefault(name, set()).update(n for n in names if n != name)
+    return {k: tuple(sorted(v)) for k, v in out.items()}
+
+
 def _present(term: str, cited: str) -> bool:
+    """Whether the normalised ``cited`` text holds ``term``: as written, or for a month its
+    abbreviation or a numeric date, or for a place its demonym and the other way round (the
+    claim's "Norway" is the passage's "Norwegian playwright")."""
     t = _norm(term)
     if t in _MONTHS:
         return _has_month(t, cited)
-    return t in cited
+    if t in cited:
+        return True
+    return any(re.search(rf"\b{re.escape(o)}\b", cited) for o in _same_place().get(t, ()))
 
 
 def terms_missing(terms: list[str], text: str) -> list[str]:
