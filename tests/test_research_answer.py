@@ -57,9 +57,10 @@ def test_report_opens_with_the_cited_short_answer(research_app: Sourcebook) -> N
                 ["E1"],
                 steps=[{"question": "Who founded it?", "answer": "Ellen Park", "label": "E1"}],
             ),
-            # the writer copies the answer line first, twice: the copies are dropped
+            # the writer copies the answer line first, three ways: the copies are dropped
             "**Answer:** Mayor Ellen Park [E1].\n"
             "The short answer is: **Answer:** Mayor Ellen Park [E1][E1].\n"
+            "The short answer is: Mayor Ellen Park [E1].\n"
             "The Northport Harbor Authority was founded in 1921 by Mayor Ellen Park [E1].",
         ]
     )
@@ -69,6 +70,7 @@ def test_report_opens_with_the_cited_short_answer(research_app: Sourcebook) -> N
     first = report.markdown.splitlines()[0]
     assert first == "**Answer:** Mayor Ellen Park [1]."
     assert report.markdown.count("**Answer:**") == 1
+    assert "short answer" not in report.markdown
     assert [c.evidence_id for c in report.citations] == [founded]
     assert "".join(tokens).startswith("**Answer:** Mayor Ellen Park [E1].\n\n")
     # the answer step is schema-bound: labels are an enum, the steps come before the answer

@@ -68,16 +68,20 @@ ANSWER_LEAD_WORDS = 5  # "The short answer is:" before a copied answer line
 def without_answer_copy(draft: str, answer: str) -> str:
     """The writer's draft without lines that only repeat the answer line opening the report
     (the 1.5B began its text with "**Answer:** Yes, Adobe has ..." word for word, or with
-    "The short answer is: **Answer:** ...", flagged for a name "Answer" no passage holds)."""
+    "The short answer is: **Answer:** ...", flagged for a name "Answer" no passage holds, or
+    "The short answer is: Yes, Adobe has ...")."""
     key = _key(answer)
     bare = key.removeprefix("answer ")
 
     def copy(line: str) -> bool:
         words = _key(line)
-        lead = words.removesuffix(key)
-        return words in (key, bare) or (
-            lead != words and lead.endswith(" ") and len(lead.split()) <= ANSWER_LEAD_WORDS
-        )
+        if words in (key, bare):
+            return True
+        for said in (key, bare):  # "The short answer is: [**Answer:**] Yes, Adobe has ..."
+            lead = words.removesuffix(said)
+            if lead != words and lead.endswith(" ") and len(lead.split()) <= ANSWER_LEAD_WORDS:
+                return True
+        return False
 
     return "\n".join(ln for ln in draft.splitlines() if not copy(ln)).strip()
 
