@@ -8,6 +8,11 @@ page its passage spans. Also, per mode, the share of top-5 hits that come from t
 question is about (``right_doc@5``): a 10-K answers questions about one company and one year,
 and a hit from another company's filing is wasted on the reader.
 
+``line_items``: for the questions naming a financial metric or statement
+(:mod:`core.research.line_items`), hybrid recall of the question's search beside that of the
+line-item search a research worker adds, and of the two merged (rank by rank, the line-item
+hit first, as a worker reads them).
+
 No LLM runs here; this is the search a research worker starts from. Saves
 ``bench/results/retrieval_financebench.json``.
 
@@ -24,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LANCEDB_LOG", "error")
@@ -84,6 +90,7 @@ def main() -> int:
         table[name] = {f"recall@{k}": statistics.mean(recalls[k]) for k in KS}
         table[name]["right_doc@5"] = statistics.mean(right_doc)
         table[name]["p50_ms"] = 1000 * statistics.median(latency)
+    line_items = _line_items(app, questions, units)
     app.close()
     result = {
         "questions": len(questions),
@@ -91,6 +98,7 @@ def main() -> int:
         "ingest_s": ingest.get("seconds", 0.0),
         "reused_library": ingest["skipped"],
         "recall": table,
+        "line_items": line_items,
     }
     print(
         f"{'mode':<14}" + "".join(f"{'R@' + str(k):>8}" for k in KS) + f"{'doc@5':>8}{'p50 ms':>9}"
@@ -98,11 +106,41 @@ def main() -> int:
     for name, row in table.items():
         cells = "".join(f"{row[f'recall@{k}']:>8.2f}" for k in KS)
         print(f"{name:<14}{cells}{row['right_doc@5']:>8.2f}{row['p50_ms']:>9.1f}")
+    li = line_items
+    print(f"\nline items, {li['questions']} metric questions (hybrid)")
+    for name in ("question", "line_items", "merged"):
+        print(f"{name:<14}" + "".join(f"{li[name][f'recall@{k}']:>8.2f}" for k in KS))
     print(json.dumps(result, indent=2))
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "retrieval_financebench.json").write_text(json.dumps(result, indent=2))
     tmp.cleanup()
     return 0
+
+
+def _line_items(app: Any, questions: list[Any], units: Any) -> dict[str, Any]:
+    from core.eval import pages0
+    from core.research.line_items import line_item_query
+
+    picked = [(q, line_item_query(q.question)) for q in questions]
+    picked = [(q, li) for q, li in picked if li]
+    rows: dict[str, dict[int, list[float]]] = {
+        n: {k: [] for k in KS} for n in ("question", "line_items", "merged")
+    }
+    for q, li in picked:
+        gold = set(q.gold)
+        for k in KS:
+            asked = app.search(q.question, k=k, mode="hybrid", graph=False)
+            items = app.search(li, k=k, mode="hybrid", graph=False)
+            merged = [h for pair in zip(items, asked, strict=False) for h in pair][:k]
+            for name, hits in (("question", asked), ("line_items", items), ("merged", merged)):
+                found = {
+                    u for h in hits for u in units.units(h.doc_id, pages0(h.page_start, h.page_end))
+                }
+                rows[name][k].append(len(gold & found) / len(gold))
+    out: dict[str, Any] = {"questions": len(picked), "queries": [li for _, li in picked]}
+    for name, recalls in rows.items():
+        out[name] = {f"recall@{k}": statistics.mean(v) if v else 0.0 for k, v in recalls.items()}
+    return out
 
 
 if __name__ == "__main__":

@@ -36,6 +36,10 @@ def test_a_metric_is_searched_by_its_line_items_with_the_query_subject() -> None
         "accounts payable cost of sales inventories"
     )
     assert line_item_query("Where do salmon lay their roe?") == ""
+    # words that open a sentence are not its subject
+    assert line_item_query("We want EBITDA. Here is Netflix's FY2015 data.") == (
+        "Netflix FY2015 operating income depreciation and amortization"
+    )
     # no metric, no extra search
     assert line_item_query("Who was the composer of Aschenbrödel?") == ""
 

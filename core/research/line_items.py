@@ -22,7 +22,8 @@ _SUBJECT = re.compile(r"\b(?:[A-Z][\w&.-]*[\w&]|(?:FY|Q[1-4])?\s?(?:19|20)\d{2})
 _QUESTION_WORD = re.compile(  # capitalised, yet not a subject: "What", "Does", "Among"
     r"What|Which|Who|Where|When|How|Why|Is|Are|Was|Were|Does|Do|Did|Has|Have|Had|Can|Could|"
     r"Should|Would|Will|Whether|If|Find|Calculate|Compute|Based|Base|Using|Please|Round|"
-    r"Address|The|In|For|Of|By|As|Among|Between|Given|According"
+    r"Address|The|In|For|Of|By|As|Among|Between|Given|According|We|Our|Here|It|Its|This|That|"
+    r"These|Those|Let"
 )
 
 
