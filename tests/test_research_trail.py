@@ -109,6 +109,27 @@ def test_trail_leaves_out_what_tells_nothing_or_is_not_borne_out() -> None:
     assert _lines(steps) == []
 
 
+def test_trail_leaves_out_where_to_look() -> None:
+    tenk = "ev1:" + "d" * 16
+    filing = evidence(
+        tenk, "Free cash flow was $5.9 billion in fiscal 2022.", title="Adobe Form 10-K 2022"
+    )
+    query = "What was Adobe's free cash flow?"
+    steps = [
+        # names only the question and its passage's title
+        _step("q1", query, ("Adobe's free cash flow is given in the Form 10-K.", [tenk])),
+        _step("q2", query, ("In fiscal 2022, free cash flow was $5.9 billion.", [tenk])),
+    ]
+    got = trail_lines(
+        "What was Adobe's free cash flow in fiscal 2022?",
+        steps,
+        {tenk: filing}.get,
+        None,
+        "Adobe files a Form 10-K each year.",
+    )
+    assert got == [f"In fiscal 2022, free cash flow was $5.9 billion. [{tenk}]"]
+
+
 def test_trail_says_each_thing_once_and_only_about_the_question() -> None:
     bubye = ("The Bubye River is located in Zimbabwe.", [BUBYE])
     steps = [

@@ -8,8 +8,9 @@ answered its query, tied to the passages it read, so the trail is built from the
 model call, and only from findings their passages bear out:
 
 - a finding about its own query (:meth:`ResearchNotes.on_topic`) that names something neither
-  the question nor the query names (a restated question, "The author of Brand a citizen of",
-  tells nothing) and does not merely say what is missing;
+  the question nor the query names, in its passages' text (a restated question, "The author
+  of Brand a citizen of", tells nothing, and a filing's title only where to look) and does not
+  merely say what is missing;
 - cited with only the passages that hold all its names, numbers and dates, and passing the
   claim check the whole report passes (so the trail adds no flagged claim);
 - about the question: joined to it, or to the report and its passages, by a chain of shared
@@ -84,13 +85,16 @@ def _step_line(
         if not claim or states_absence(claim):
             continue
         terms = key_terms(claim)
-        if not terms_missing(terms, f"{question}\n{n.query}"):
-            continue  # names nothing the question and the query do not: a restatement
-        ids = [
-            i
-            for i in dict.fromkeys(f.evidence_ids)
-            if (ev := evidence(i)) is not None and not terms_missing(terms, cited_text(ev))
-        ]
+        cited = {i: ev for i in f.evidence_ids if (ev := evidence(i)) is not None}
+        news = terms_missing(terms, f"{question}\n{n.query}")
+        if not news or not any(
+            len(terms_missing(news, ev.text)) < len(news) for ev in cited.values()
+        ):
+            # names nothing the question and the query do not (a restatement), or only what
+            # its passages' titles name: "Adobe's free cash flow conversion can be found in
+            # the 2022 Form 10-K" says where to look, not what is there
+            continue
+        ids = [i for i, ev in cited.items() if not terms_missing(terms, cited_text(ev))]
         if not ids:
             continue
         line = f"{claim}. " + "".join(f"[{i}]" for i in ids)
