@@ -70,5 +70,6 @@ def build_roles(
                 threads=settings.threads,
                 context_size=settings.context_size,
                 models_cache_dir=models_cache_dir(),
+                prompt_cache_mb=settings.prompt_cache_mb,
             ),
         )

@@ -91,6 +91,13 @@ class ModelSettings(BaseModel):
     )
     threads: int = Field(2, ge=1, description="CPU threads for llama.cpp.")
     context_size: int = Field(8192, ge=512, description="llama.cpp context window (tokens).")
+    prompt_cache_mb: int = Field(
+        1024,
+        ge=0,
+        description="llama.cpp: memory (MB) for model states kept between calls, so a "
+        "research worker's next step continues from its last one instead of re-reading its "
+        "whole conversation after another worker's turn (0: off).",
+    )
     embedder_threads: int = Field(2, ge=1, description="CPU threads for the embedder.")
     embedder_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(
         "onnx-int8",

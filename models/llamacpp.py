@@ -135,6 +135,18 @@ def _llama_class() -> type[Any]:
             chain = super()._init_sampler(grammar=None, **kwargs)
             return chain if grammar is None else _GrammarFirstSampler(chain, grammar, self)
 
+        def save_state(self) -> Any:
+            """The saved state without its copy of the logits buffer (n_batch rows of the
+            vocabulary: 311 MB per state for Qwen's 152k tokens), which continuing from the
+            state does not read: generation evaluates at least the prompt's last token again.
+            One row is kept, which ``load_state`` spreads over the rows it fills."""
+            scores = self.scores
+            self.scores = scores[-1:]
+            try:
+                return super().save_state()
+            finally:
+                self.scores = scores
+
     return _Llama
 
 
@@ -170,9 +182,16 @@ class LlamaCppLLM(BaseLLM):
         seed: int | None = None,
         prepare: Callable[[], Path] | None = None,
         verbose: bool = False,
+        prompt_cache_bytes: int = 0,
     ) -> None:
         """``prepare``, if given, runs once on the worker before loading and returns the file to
-        load (the starters use it to assemble their GGUF on first use, not at start-up)."""
+        load (the starters use it to assemble their GGUF on first use, not at start-up).
+
+        ``prompt_cache_bytes`` > 0 keeps the model's state after each call, up to that many
+        bytes, least recently used dropped first; a later prompt that begins like a kept one
+        continues from it instead of reading its whole text again. Research workers take turns
+        on the one model, so without it each worker's next step re-read its whole conversation
+        (1,400 tokens: 40-57 s on 2 cores, against 7-15 s continued from its kept state)."""
         super().__init__(name or model_path.stem)
         self.model_path = model_path
         self._n_threads = n_threads
@@ -181,6 +200,7 @@ class LlamaCppLLM(BaseLLM):
         self._seed = seed
         self._prepare = prepare
         self._verbose = verbose
+        self._prompt_cache_bytes = prompt_cache_bytes
         self._local = threading.local()
         self._executor = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="llamacpp", initializer=self._mark_worker
@@ -225,6 +245,10 @@ class LlamaCppLLM(BaseLLM):
             )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelFileError(f"llama.cpp could not load {self.model_path}: {exc}.") from exc
+        if self._prompt_cache_bytes > 0:
+            from llama_cpp.llama_cache import LlamaRAMCache
+
+            llama.set_cache(LlamaRAMCache(capacity_bytes=self._prompt_cache_bytes))
         template = llama.metadata.get("tokenizer.chat_template")
         if not template:
             logger.warning("%s has no chat template; using ChatML", self.model_path.name)

@@ -29,6 +29,9 @@ class BackendOptions(BaseModel):
     threads: int = Field(default=2, ge=1)
     context_size: int = Field(default=8192, ge=512)
     models_cache_dir: Path | None = Field(default=None, description="Where starters are assembled.")
+    prompt_cache_mb: int = Field(
+        default=0, ge=0, description="llama.cpp: memory for kept model states (0: none)."
+    )
     verbose: bool = False
 
 
@@ -94,6 +97,7 @@ def _llamacpp_factory(entry: ModelEntry, options: BackendOptions) -> LLM:
         n_ctx=n_ctx,
         prepare=prepare,
         verbose=options.verbose,
+        prompt_cache_bytes=options.prompt_cache_mb << 20,
     )
 
 

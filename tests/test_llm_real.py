@@ -140,3 +140,54 @@ def test_broken_file_fails_before_llama_cpp_loads_it(tmp_path: Path) -> None:
             llm.chat(PLAN_PROMPT, max_tokens=4)
     finally:
         llm.close()
+
+
+def test_kept_states_let_turn_taking_conversations_continue(fast_model_path: Path) -> None:
+    """Research workers take turns on one model: with kept states each turn continues its own
+    conversation from its last call instead of reading it all again after the other's turn."""
+    llm = LlamaCppLLM(
+        fast_model_path, n_ctx=2048, n_threads=2, seed=7, prompt_cache_bytes=256 << 20
+    )
+    try:
+        llm.load()
+        llama = llm._llama
+        restored: list[int] = []
+        load_state = llama.load_state
+
+        def counting(state: object) -> None:
+            restored.append(state.n_tokens)  # type: ignore[attr-defined]
+            load_state(state)
+
+        llama.load_state = counting
+        system = ChatMessage(role="system", content="You answer in three words.")
+        convs = {
+            k: [system, ChatMessage(role="user", content=f"Describe {k} in detail. " * 20)]
+            for k in ("harbors", "railways")
+        }
+        first: list[int] = []  # prompt tokens of each conversation's first turn
+        for turn in range(2):
+            for msgs in convs.values():
+                response = llm.chat(msgs, max_tokens=8, temperature=0.0)
+                answer = response.text
+                assert answer
+                if turn == 0:
+                    first.append(response.prompt_tokens)
+                msgs += [
+                    ChatMessage(role="assistant", content=answer),
+                    ChatMessage(role="user", content="And then?"),
+                ]
+        # the second turn of each conversation continued from its first, not from the other's
+        assert len(restored) == 2
+        assert all(n > f for n, f in zip(restored, first, strict=True))
+        cache = llama.cache
+        assert len(cache.cache_state) == 4  # a state per call, within the budget
+        assert cache.cache_size <= 256 << 20
+        # a kept state holds the model's state, not its 512-row logits buffer
+        assert {s.scores.shape[0] for s in cache.cache_state.values()} == {1}
+    finally:
+        llm.close()
+
+
+def test_no_kept_states_unless_asked(local_llm: LlamaCppLLM) -> None:
+    local_llm.load()
+    assert local_llm._llama.cache is None

@@ -16,6 +16,10 @@ def test_roles_fall_back_to_the_default_and_share_one_instance() -> None:
     assert set(roles) == {"router", "planner", "researcher", "writer"}
     assert len({id(m) for m in roles.values()}) == 1  # one load for all roles
     assert roles["writer"].name == "qwen2.5-coder-0.5b-instruct-q4_k_m"
+    # kept model states: 1 GB by default, as the settings say (not loaded here)
+    assert roles["writer"]._prompt_cache_bytes == 1024 << 20  # type: ignore[attr-defined]
+    off = build_roles(ModelSettings(default="qwen2.5-coder-0.5b", prompt_cache_mb=0))
+    assert off["writer"]._prompt_cache_bytes == 0  # type: ignore[attr-defined]
 
 
 @pytest.mark.usefixtures("fast_model_path")
