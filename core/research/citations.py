@@ -22,6 +22,7 @@ import numpy as np
 
 from core.ingest.chunking import sentence_ranges
 from core.library import Evidence
+from core.research.arithmetic import calculations
 from core.research.schemas import FlaggedClaim, RemovedCitation
 from core.research.words import fold
 from graph.ids import parse_evidence_id
@@ -413,15 +414,24 @@ def check_claims(
     claims: list[str] = []
     for sentence, line in _sentences(markdown):
         ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
+        calcs = calculations(_ID_TOKEN_RE.sub(" ", sentence))
+        wrong = next((c for c in calcs if not c.holds), None)
+        if wrong is not None:
+            reason = f"the arithmetic does not hold: {wrong.text} (it comes to {wrong.comes_to})"
+            flagged.append(FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason))
+            continue
+        # a result that holds is derived from its operands: no passage needs to state it
+        derived = {c.stated_text for c in calcs} | ({"100"} if calcs else set())
         if not ids:
             around = [e for e in map(evidence, _ID_TOKEN_RE.findall(line)) if e is not None]
-            reason = uncited_claim(sentence, line, around, question)
+            reason = uncited_claim(sentence, line, around, question, derived)
             if reason:
                 flagged.append(FlaggedClaim(sentence=sentence, evidence_ids=[], reason=reason))
             continue
         found = [ev for ev in (evidence(i) for i in ids) if ev is not None]
         texts = [ev.text for ev in found]
-        missing = terms_missing(key_terms(sentence), " ".join(map(cited_text, found)))
+        asserted = [t for t in key_terms(sentence) if t not in derived]
+        missing = terms_missing(asserted, " ".join(map(cited_text, found)))
         if missing:
             flagged.append(
                 FlaggedClaim(
@@ -469,16 +479,22 @@ def states_absence(sentence: str) -> bool:
 
 
 def uncited_claim(
-    sentence: str, line: str, line_evidence: list[Evidence], question: str = ""
+    sentence: str,
+    line: str,
+    line_evidence: list[Evidence],
+    question: str = "",
+    derived: Collection[str] = (),
 ) -> str:
     """Why an uncited sentence is flagged ("" when it is not): it asserts numbers, dates or
     names (:func:`key_terms`) that the question does not name ("To calculate Amazon's change
     from FY2016 to FY2017, ..." restates it), and the passages cited elsewhere on its line (a
     paragraph may cite once, at its end) do not all hold them. Headings, table rows and
-    statements of what the sources lack are not claims."""
+    statements of what the sources lack are not claims, nor are ``derived`` numbers (results
+    of calculations that hold)."""
     if line.lstrip().startswith(("#", "|")) or states_absence(sentence):
         return ""
-    terms = terms_missing(key_terms(sentence), question)
+    asserted = [t for t in key_terms(sentence) if t not in derived]
+    terms = terms_missing(asserted, question)
     if not terms:
         return ""
     if not line_evidence:

@@ -1,0 +1,119 @@
+"""Calculations written in a report, checked: "$177,866 - $118,573 = $59,293" holds,
+"($59,293 / $118,573) * 100 ≈ 49.7%" does not (it is 50.0%).
+
+The 1.5B writer works out ratios and changes step by step in the report, and gets the
+arithmetic wrong as often as right (FinanceBench 08135: a 30.8% revenue change written as
+49.7%, then 10.0%). No passage holds a computed figure, so the claim check could only say
+"not in the cited text"; here the calculation itself is redone. A result that holds is derived
+from its operands and needs no source of its own; one that does not is flagged with what it
+comes to.
+
+Only explicit calculations are read: numbers joined by + - * / × ÷ (with parentheses), then
+= or ≈ and the stated result. A stated result may round: "≈ 50.0%" holds for 50.005, "= 59,293"
+for 59,293.4; "≈" also allows half a percent of the result. A percentage may be stated for a
+fraction (0.308 = 30.8%).
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+_NUMBER = r"\$?\s?\d[\d,]*(?:\.\d+)?"
+_OPERAND = rf"[(\s]*-?{_NUMBER}[)\s]*"
+_CALCULATION = re.compile(
+    rf"(?P<expr>{_OPERAND}(?:[-+*/×÷x]{_OPERAND})+)"
+    rf"(?P<rel>=|≈|~=|~)\s*(?P<result>-?{_NUMBER})\s*(?P<pct>%)?"
+)
+_OPS: dict[type, Callable[[float, float], float]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+APPROX_SHARE = 0.005  # "≈" allows this share of the result beyond its rounding
+
+
+@dataclass(frozen=True)
+class Calculation:
+    text: str  # as written, "($59,293 / $118,573) * 100 ≈ 49.7%"
+    value: float  # what the expression comes to
+    stated: float
+    stated_text: str  # the result as key_terms spells it: "49.7", "59293"
+    holds: bool
+    percent: bool = False  # the result is stated as a percentage
+
+    @property
+    def comes_to(self) -> str:
+        """The expression's value, written like the stated result with two more decimals (a
+        fraction stated as a percentage shown as one: 0.308 for "10.0%" is "30.800%")."""
+        decimals = len(self.stated_text.split(".")[1]) if "." in self.stated_text else 0
+        value = 100 * self.value if self.percent and abs(self.value) < 1 else self.value
+        return f"{value:,.{decimals + 2}f}" + ("%" if self.percent else "")
+
+
+def _number(text: str) -> str:
+    return text.replace("$", "").replace(",", "").replace(" ", "")
+
+
+def _evaluate(expr: str) -> float | None:
+    plain = re.sub(r"\$\s?", "", expr).replace(",", "").replace("×", "*").replace("÷", "/")
+    plain = re.sub(r"(?<=[\d)\s])x(?=[\s\d(])", "*", plain)
+    try:
+        tree = ast.parse(plain.strip(), mode="eval")
+    except SyntaxError:
+        return None
+
+    def walk(node: ast.AST) -> float:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+            return float(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -walk(node.operand)
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](walk(node.left), walk(node.right))
+        raise ValueError(node)
+
+    try:
+        return walk(tree.body)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _close(value: float, stated: str, approx: bool) -> bool:
+    """Whether ``value`` written to the stated number's decimals (and, for ≈, within
+    :data:`APPROX_SHARE` of it) is the stated number."""
+    decimals = len(stated.split(".")[1]) if "." in stated else 0
+    target = float(stated)
+    slack: float = 0.5 / 10**decimals + 1e-9
+    if approx:
+        slack += APPROX_SHARE * abs(target)
+    return bool(abs(value - target) <= slack)
+
+
+_THEN = re.compile(rf"\s*(?P<rel>=|≈|~=|~)\s*(?P<result>-?{_NUMBER})\s*(?P<pct>%)?")
+
+
+def calculations(sentence: str) -> list[Calculation]:
+    """The explicit calculations in ``sentence``, each redone; a chain ("a / b = 0.308 =
+    30.8%") gives one per stated result."""
+    out = []
+    for m in _CALCULATION.finditer(sentence):
+        value = _evaluate(m.group("expr"))
+        if value is None:
+            continue
+        expr = m.group("expr")
+        step: re.Match[str] | None = m
+        while step is not None:
+            stated = _number(step.group("result"))
+            approx = step.group("rel") != "="
+            holds = _close(value, stated, approx) or (
+                step.group("pct") is not None and _close(100 * value, stated, approx)
+            )
+            text = " ".join((m.group(0) if step is m else expr + step.group(0)).split())
+            percent = step.group("pct") is not None
+            out.append(Calculation(text, value, float(stated), stated, holds, percent))
+            step = _THEN.match(sentence, step.end())
+    return out
