@@ -3,9 +3,11 @@
 A citation is valid only if its evidence id was fetched completely in this run (a span id is
 valid when its passage was) and it lies inside the boundary. Invalid citations go back to the
 writer once (ids that exist in the boundary are fetched instead); what still fails is removed
-and recorded with the reason. Then each cited sentence is compared with its cited text: numbers,
-dates and names in the sentence must appear there, and the sentence must be semantically close
-to it (embedder cosine). Unsupported claims are flagged, not hidden.
+and recorded with the reason. A sentence citing several passages keeps those that hold what it
+says (:func:`narrow_citations`). Then each cited sentence is compared with its cited text:
+numbers, dates and names in the sentence must appear there (a place may appear as its demonym),
+and the sentence must be semantically close to it (embedder cosine); calculations it writes out
+are redone (:mod:`core.research.arithmetic`). Unsupported claims are flagged, not hidden.
 """
 
 from __future__ import annotations
