@@ -56,6 +56,7 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/retrieval_financebench.py
 	$(BIN)/python bench/ocr_cer.py
 	$(BIN)/python bench/llm_bench.py
+	$(BIN)/python bench/llm_turns.py
 
 clean-venv:
 	rm -rf $(VENV)
