@@ -5,13 +5,12 @@
 from __future__ import annotations
 
 from research_fixtures import (
-    act,
     evidence,
     models,
-    notes,
     pid_with,
     plan,
     research_app,  # noqa: F401 - fixture
+    worker_script,
 )
 
 from core.research.schemas import Finding, ResearchLimits, ResearchNotes
@@ -178,12 +177,10 @@ def test_report_ends_with_the_trail_the_writer_left_out(research_app: Sourcebook
         )
         researcher = ScriptedLLM(
             [
-                act("fetch_evidence", evidence_id=founded),
-                act("finish"),
-                notes(("Ellen Park founded the Northport Harbor Authority in 1921.", [founded])),
-                act("fetch_evidence", evidence_id=rail),
-                act("finish"),
-                notes(("Eastline trains carry about 30,000 passengers a day.", [rail])),
+                *worker_script(
+                    "a", founded, "Ellen Park founded the Northport Harbor Authority in 1921."
+                ),
+                *worker_script("b", rail, "Eastline trains carry about 30,000 passengers a day."),
             ]
         )
         # the writer states the last hop only (E2: the passages are labelled in step order)
