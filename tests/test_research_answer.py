@@ -28,17 +28,36 @@ QUESTION = "Who founded the Northport Harbor Authority?"
 
 
 def short(
-    answer: str, labels: list[str], *, answered: bool = True, steps: Any = ()
+    answer: str,
+    labels: list[str],
+    *,
+    answered: bool = True,
+    steps: Any = (),
+    calculation: str = "",
 ) -> dict[str, Any]:
-    return {"steps": list(steps), "answer": answer, "labels": labels, "answered": answered}
+    return {
+        "steps": list(steps),
+        "calculation": calculation,
+        "answer": answer,
+        "labels": labels,
+        "answered": answered,
+    }
 
 
-def _run(app: Sourcebook, task: str, writer: ScriptedLLM, tokens: list[str] | None = None) -> Any:
-    founded = pid_with(app, "founded in 1921")
-    planner = ScriptedLLM([plan(("q1", QUESTION, []))])
-    researcher = ScriptedLLM(worker_script(QUESTION, founded, "Founded in 1921 by Ellen Park."))
+def _run(
+    app: Sourcebook,
+    task: str,
+    writer: ScriptedLLM,
+    tokens: list[str] | None = None,
+    question: str = QUESTION,
+    passage: str = "founded in 1921",
+    finding: str = "Founded in 1921 by Ellen Park.",
+) -> Any:
+    found = pid_with(app, passage)
+    planner = ScriptedLLM([plan(("q1", question, []))])
+    researcher = ScriptedLLM(worker_script(question, found, finding))
     report = app.research(
-        QUESTION,
+        question,
         models=models(planner, researcher, writer),
         task=task,
         limits=LIM,
@@ -76,7 +95,7 @@ def test_report_opens_with_the_cited_short_answer(research_app: Sourcebook) -> N
     # the answer step is schema-bound: labels are an enum, the steps come before the answer
     schema = writer.history[0].json_schema
     assert schema is not None and "E1" in str(schema)
-    assert list(schema["properties"])[:2] == ["steps", "answer"]
+    assert list(schema["properties"])[:3] == ["steps", "calculation", "answer"]
     # the writer is told the answer is already written and asked for its support
     body_prompt = writer.history[1].messages
     assert "Short answer (above your text): **Answer:** Mayor Ellen Park [E1]." in (
@@ -119,6 +138,41 @@ def test_answer_without_labels_cites_its_last_steps(research_app: Sourcebook) ->
     )
     report = _run(research_app, "short-steps", writer)
     assert report.markdown.startswith("**Answer:** Ellen Park [1].")
+
+
+def test_a_figure_worked_out_from_the_passages_is_computed_not_read(
+    research_app: Sourcebook,
+) -> None:
+    ships = pid_with(research_app, "4,200 ships")
+    question = "How many ships a day did Northport harbor handle in 2019?"
+    writer = ScriptedLLM(
+        [  # the model copies the figure right and divides wrong
+            short("12 ships a day", ["E1"], calculation="4200 / 365 = 12"),
+            "Northport handled 4,200 ships in 2019 [E1].",
+        ]
+    )
+    report = _run(
+        research_app, "short-worked", writer, None, question, "4,200 ships", "4,200 ships."
+    )
+    assert report.markdown.splitlines()[0] == (
+        "**Answer:** 11.51 ships a day, worked out as 4,200 / 365 = 11.51 [1]."
+    )
+    # the claim check redoes it: the result and the 365 need no source
+    assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+    assert [c.evidence_id for c in report.citations] == [ships]
+    # a figure no passage holds is not worked out: the model's answer stands, and is flagged
+    writer = ScriptedLLM(
+        [
+            short("12 ships a day", ["E1"], calculation="4,400 / 365"),
+            "Northport handled 4,200 ships in 2019 [E1].",
+        ]
+    )
+    report = _run(
+        research_app, "short-unworked", writer, None, question, "4,200 ships", "4,200 ships."
+    )
+    assert report.markdown.startswith("**Answer:** 12 ships a day [1].")
+    assert "worked out" not in report.markdown
+    assert any("12" in f.reason for f in report.flagged_claims)
 
 
 def test_invalid_short_answer_twice_is_skipped_not_fatal(research_app: Sourcebook) -> None:

@@ -56,3 +56,15 @@ def test_report_arithmetic_is_checked_with_the_claims() -> None:
     # ... and when they come from nowhere, it is flagged as any uncited number
     made_up = "$177,866 - $118,573 = $59,293."
     assert [f.reason for f in check_claims(made_up, get, None)] == ["no citation"]
+
+
+def test_a_calculation_may_use_figures_the_question_gives() -> None:
+    ev_id = "ev1:" + "8" * 16
+    get = {ev_id: evidence(ev_id, "Net income was $3,033 million in 2017.")}.get
+    question = "At a 21% tax rate, what would the after-tax income have been?"
+    sentence = f"After tax: 3,033 * (100 - 21) / 100 = 2,396.07 [{ev_id}]."
+    assert check_claims(sentence, get, None, question) == []
+    # the 21 is the question's; asked something else, it must come from the cited text
+    assert [f.reason for f in check_claims(sentence, get, None, "What was net income?")] == [
+        "not in the cited text: 21"
+    ]

@@ -157,7 +157,13 @@ def test_cli_research_tasks_export(
         ScriptedLLM(worker_script(Q, ships, "4,200 ships in 2019.")),
         ScriptedLLM(  # the settings' default: a short cited answer, then the report body
             [
-                {"steps": [], "answer": "4,200 ships", "labels": ["E1"], "answered": True},
+                {
+                    "steps": [],
+                    "calculation": "",
+                    "answer": "4,200 ships",
+                    "labels": ["E1"],
+                    "answered": True,
+                },
                 "Northport handled 4,200 ships in 2019 [E1].",
             ]
         ),

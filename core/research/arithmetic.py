@@ -35,6 +35,9 @@ _OPS: dict[type, Callable[[float, float], float]] = {
     ast.Div: operator.truediv,
 }
 APPROX_SHARE = 0.005  # "≈" allows this share of the result beyond its rounding
+# Numbers a calculation brings itself, needing no source: percent, thousands, halves (an
+# average of two), and the months, quarters and days of a year.
+CONSTANTS = frozenset({"2", "4", "12", "100", "365", "1000"})
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Calculation:
     stated_text: str  # the result as key_terms spells it: "49.7", "59293"
     holds: bool
     percent: bool = False  # the result is stated as a percentage
+    operands: tuple[str, ...] = ()  # the numbers it uses, as :func:`operands` spells them
 
     @property
     def comes_to(self) -> str:
@@ -59,7 +63,15 @@ def _number(text: str) -> str:
     return text.replace("$", "").replace(",", "").replace(" ", "")
 
 
-def _evaluate(expr: str) -> float | None:
+def operands(expr: str) -> list[str]:
+    """The numbers ``expr`` uses, as :func:`calculations` spells results ("177,866" ->
+    "177866")."""
+    return [_number(n) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", expr)]
+
+
+def evaluate(expr: str) -> float | None:
+    """What an expression of numbers, + - * / × ÷ and parentheses comes to (None when it is
+    anything else, or divides by zero)."""
     plain = re.sub(r"\$\s?", "", expr).replace(",", "").replace("×", "*").replace("÷", "/")
     plain = re.sub(r"(?<=[\d)\s])x(?=[\s\d(])", "*", plain)
     try:
@@ -101,7 +113,7 @@ def calculations(sentence: str) -> list[Calculation]:
     30.8%") gives one per stated result."""
     out = []
     for m in _CALCULATION.finditer(sentence):
-        value = _evaluate(m.group("expr"))
+        value = evaluate(m.group("expr"))
         if value is None:
             continue
         expr = m.group("expr")
@@ -114,6 +126,10 @@ def calculations(sentence: str) -> list[Calculation]:
             )
             text = " ".join((m.group(0) if step is m else expr + step.group(0)).split())
             percent = step.group("pct") is not None
-            out.append(Calculation(text, value, float(stated), stated, holds, percent))
+            out.append(
+                Calculation(
+                    text, value, float(stated), stated, holds, percent, tuple(operands(expr))
+                )
+            )
             step = _THEN.match(sentence, step.end())
     return out

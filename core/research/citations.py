@@ -24,7 +24,7 @@ import numpy as np
 
 from core.ingest.chunking import sentence_ranges
 from core.library import Evidence
-from core.research.arithmetic import calculations
+from core.research.arithmetic import CONSTANTS, calculations
 from core.research.schemas import FlaggedClaim, RemovedCitation
 from core.research.words import fold
 from graph.ids import parse_evidence_id
@@ -422,8 +422,12 @@ def check_claims(
             reason = f"the arithmetic does not hold: {wrong.text} (it comes to {wrong.comes_to})"
             flagged.append(FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason))
             continue
-        # a result that holds is derived from its operands: no passage needs to state it
-        derived = {c.stated_text for c in calcs} | ({"100"} if calcs else set())
+        # a result that holds is derived from its operands: no passage needs to state it, nor
+        # the constants it brings (x 100 for a percentage) or takes from the question (365)
+        derived = {c.stated_text for c in calcs}
+        used = [o for c in calcs for o in c.operands]
+        derived |= {o for o in used if o in CONSTANTS}
+        derived |= set(used) - set(terms_missing(used, question))
         if not ids:
             around = [e for e in map(evidence, _ID_TOKEN_RE.findall(line)) if e is not None]
             reason = uncited_claim(sentence, line, around, question, derived)

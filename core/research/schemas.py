@@ -256,7 +256,8 @@ def short_answer_model(labels: list[str]) -> type[BaseModel]:
     """The report's first line: the question answered hop by hop from labelled passages.
 
     The steps come first so a small model reasons before it answers; every step and the answer
-    may cite only the passages' labels."""
+    may cite only the passages' labels. ``calculation`` is the arithmetic for an answer worked
+    out from figures ("" otherwise); the program computes it (:mod:`core.research.worked`)."""
     label = _id_enum(labels)
     step = create_model(
         "AnswerStep",
@@ -269,6 +270,7 @@ def short_answer_model(labels: list[str]) -> type[BaseModel]:
         "ShortAnswer",
         __config__=_FORBID,
         steps=(_list_of(step), Field(default_factory=list, max_length=4)),
+        calculation=(Short(160), ...),
         answer=(Short(200), ...),
         labels=(_list_of(label), Field(default_factory=list, max_length=3)),
         answered=(bool, ...),

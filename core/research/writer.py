@@ -21,6 +21,7 @@ from core.research.context import RunContext, invalid_output
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
 from core.research.schemas import ResearchNotes, ResearchPlan, short_answer_model
 from core.research.words import content_words
+from core.research.worked import worked_answer
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +154,8 @@ def short_answer(
     A separate, schema-bound step because a 1.5B writer asked to answer first in free text
     restated the question or copied the instruction; in a bounded structure (steps first,
     labels from an enum) it gives a short, cited answer. Whether the answer is right is still
-    the model's reading: the claim check flags a name the cited passage lacks."""
+    the model's reading: the claim check flags a name the cited passage lacks. A figure worked
+    out from the passages' figures is computed, not read (:mod:`core.research.worked`)."""
     llm = ctx.model("writer")
     queries = [question, *(q.query for q in plan.queries)]
     picked = key_sentences(queries, evidence, ctx.library.embedder.embed, ANSWER_SENTENCES)
@@ -189,6 +191,11 @@ def short_answer(
         return ""
     data = out.model_dump()
     answer = strip_restatement(" ".join(str(data["answer"]).split()).rstrip(" ."), question)
+    shown = [ev for ev in evidence if ev.evidence_id in picked]
+    worked = worked_answer(answer, data["calculation"], question, shown)
+    if worked is not None:  # cited by the passages holding its figures
+        held = "".join(f"[{by_id[i]}]" for i in worked.sources)
+        return f"{ANSWER_MARK} {worked.answer}, worked out as {worked.calculation} {held}."
     cites = list(dict.fromkeys(data["labels"]))
     if not cites:  # the steps' labels stand in when the answer itself cites none
         cites = list(dict.fromkeys(s["label"] for s in data["steps"] if s["label"]))[-2:]

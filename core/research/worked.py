@@ -1,0 +1,106 @@
+"""A numeric answer worked out from the passages' figures by the program, not by the model.
+
+The 1.5B reads the right line of a statement and still gets the arithmetic wrong: FinanceBench
+08135 had Amazon's "Total net sales | 107,006 | 135,987 | 177,866" in front of it and answered
+a 10.0% change (it is 30.8%). Copying figures into an expression is what a small model does
+well, so the answer step writes the calculation, and it is computed here: only when it is plain
+arithmetic (:func:`~core.research.arithmetic.evaluate`) and each of its figures is written in a
+passage (or in the question, or is a constant such as the 100 of a percentage). The answer line
+then shows the calculation, which the claim check redoes, and cites the passages that hold the
+figures.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from core.library import Evidence
+from core.research.arithmetic import CONSTANTS, evaluate, operands
+
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+_YEAR = re.compile(r"(?:19|20)\d\d")
+_TIMES_100 = re.compile(r"[*×]\s*100(?![\d,.])|(?<![\d,.])100\s*[*×]")
+_PERCENT = re.compile(r"%|\bpercent", re.IGNORECASE)
+_DECIMALS = re.compile(r"\b(zero|one|two|three|four|\d)\s+decimal", re.IGNORECASE)
+_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4}
+
+
+@dataclass(frozen=True)
+class Worked:
+    answer: str  # the model's answer, its figure replaced by the result: "30.8%"
+    calculation: str  # "(177,866 - 135,987) / 135,987 * 100 = 30.8%"
+    sources: list[str]  # evidence ids holding the figures, in order of use
+
+
+def _plain(number: str) -> str:
+    return number.replace(",", "")
+
+
+def _spelled(number: str) -> str:
+    """A figure with thousands commas, its decimals as written: "177866" -> "177,866"."""
+    whole, _, frac = _plain(number).partition(".")
+    return f"{int(whole):,}" + (f".{frac}" if frac else "")
+
+
+def _figures(text: str) -> set[str]:
+    return {_plain(n) for n in _NUMBER.findall(text)}
+
+
+def _decimals(question: str, answer_number: str | None, percent: bool, value: float) -> int:
+    asked = _DECIMALS.search(question)
+    if asked:
+        word = asked.group(1).lower()
+        return _WORDS[word] if word in _WORDS else int(word)
+    if answer_number and "." in answer_number:
+        return len(answer_number.split(".")[1])
+    if percent:
+        return 1
+    return 0 if float(value).is_integer() else 2
+
+
+def worked_answer(
+    answer: str, calculation: str, question: str, evidence: list[Evidence]
+) -> Worked | None:
+    """The answer worked out from ``calculation`` (an expression such as "(177866 - 135987) /
+    135987 * 100", a stated result after "=" ignored), or None when it is not plain
+    arithmetic on at least two figures, or a figure is in no passage of ``evidence`` (nor in
+    the question, nor a constant).
+
+    The result is a percentage when the expression multiplies by 100, or when the answer or
+    the question speaks of one (a fraction, below 10, is then multiplied by 100); it is
+    written to the decimals the question asks for ("round to one decimal place"), else as many
+    as the model's answer had, else one for a percentage. The model's figure in ``answer`` is
+    replaced by the result ("10.0%" -> "30.8%"); an answer without a figure ("Yes") is kept."""
+    expr = " ".join(calculation.split("=")[0].split())
+    value = evaluate(expr) if expr else None
+    figures = operands(expr)
+    if value is None or len(figures) < 2:
+        return None
+    given = _figures(question)
+    sources: list[str] = []
+    for figure in figures:
+        if figure in CONSTANTS or figure in given:
+            continue
+        holder = next((ev.evidence_id for ev in evidence if figure in _figures(ev.text)), None)
+        if holder is None:
+            return None
+        sources.append(holder)
+    if not sources:
+        return None
+    expr = _NUMBER.sub(lambda m: _spelled(m.group(0)), expr)
+    percent = bool(_TIMES_100.search(expr))
+    fraction = abs(value) < 10  # a ratio, not already a percentage or an amount
+    if not percent and fraction and (_PERCENT.search(answer) or _PERCENT.search(question)):
+        percent, value, expr = True, value * 100, f"({expr}) * 100"
+    said = next((m for m in _NUMBER.finditer(answer) if not _YEAR.fullmatch(m.group(0))), None)
+    digits = _decimals(question, said.group(0) if said else None, percent, value)
+    result = f"{value:,.{digits}f}"
+    shown = result + ("%" if percent else "")
+    if said is None:
+        worded = answer or shown
+    else:
+        after = answer[said.end() :]
+        mark = "%" if percent and not _PERCENT.match(after.lstrip()) else ""
+        worded = answer[: said.start()] + result + mark + after
+    return Worked(worded, f"{expr} = {shown}", list(dict.fromkeys(sources)))
