@@ -175,6 +175,28 @@ def test_a_figure_worked_out_from_the_passages_is_computed_not_read(
     assert any("12" in f.reason for f in report.flagged_claims)
 
 
+def test_talk_about_the_writing_is_left_out(research_app: Sourcebook) -> None:
+    writer = ScriptedLLM(
+        [
+            short("Mayor Ellen Park", ["E1"]),
+            # the 1.5B's own words (MuSiQue 215852, 497059; FinanceBench 08135, 08286)
+            "This answer shape covers the key points:\n"
+            "To arrive at this answer, we need to follow these steps:\n"
+            "1. The authority was founded in 1921 by Mayor Ellen Park [E1].\n"
+            "To answer this question, we need to focus on the founding. "
+            "It was founded in 1921 [E1].\n"
+            "| Founded | 1921 as follows: |",
+        ]
+    )
+    report = _run(research_app, "short-method-talk", writer)
+    assert report.markdown.split("\n\n")[1].splitlines() == [
+        "1. The authority was founded in 1921 by Mayor Ellen Park [1].",
+        "It was founded in 1921 [1].",
+        "| Founded | 1921 as follows: |",  # a table row is data, kept as written
+    ]
+    assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+
+
 def test_invalid_short_answer_twice_is_skipped_not_fatal(research_app: Sourcebook) -> None:
     writer = ScriptedLLM(
         ["not json at all", "still not json", "It was founded in 1921 by Mayor Ellen Park [E1]."]

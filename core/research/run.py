@@ -270,6 +270,7 @@ def _run(
         draft = bracket_labels(draft, labels)
         by_id = {ev.evidence_id: ev.text for ev in evidence}
         draft = cite_quotations(draft, {k: by_id[v] for k, v in labels.items()})
+        draft = writer.without_method_talk(draft)
         fell_back = False
         if not citation_tokens(draft):
             fallback = writer.findings_report(notes)
