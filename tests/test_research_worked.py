@@ -45,6 +45,12 @@ def test_figures_come_from_the_passages_the_question_or_constants() -> None:
     assert worked_answer("$3,033", "3,033", "", [INCOME]) is None
     assert worked_answer("x", "__import__('os') + 1", "", [INCOME]) is None
     assert worked_answer("x", "2 * 100", "", [INCOME]) is None  # constants alone prove nothing
+    note = evidence("ev1:" + "3" * 16, "See Note 1 and Note 2 of the statements.")
+    assert worked_answer("2", "1 + 1", "", [note]) is None  # a digit is in any passage
+    # a calculation beside a name or place is not the answer's
+    assert worked_answer("Ellen Park", "3,033 - 2,371", "", [INCOME]) is None
+    w = worked_answer("No", "3,033 - 2,371", "Did net income fall?", [INCOME])
+    assert w is not None and w.answer == "No" and w.calculation == "3,033 - 2,371 = 662"
 
 
 def test_the_result_is_written_as_asked() -> None:

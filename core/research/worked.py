@@ -23,6 +23,7 @@ _YEAR = re.compile(r"(?:19|20)\d\d")
 _TIMES_100 = re.compile(r"[*×]\s*100(?![\d,.])|(?<![\d,.])100\s*[*×]")
 _PERCENT = re.compile(r"%|\bpercent", re.IGNORECASE)
 _DECIMALS = re.compile(r"\b(zero|one|two|three|four|\d)\s+decimal", re.IGNORECASE)
+_YES_NO = re.compile(r"(?:yes|no)\b", re.IGNORECASE)
 _WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4}
 
 
@@ -64,8 +65,9 @@ def worked_answer(
 ) -> Worked | None:
     """The answer worked out from ``calculation`` (an expression such as "(177866 - 135987) /
     135987 * 100", a stated result after "=" ignored), or None when it is not plain
-    arithmetic on at least two figures, or a figure is in no passage of ``evidence`` (nor in
-    the question, nor a constant).
+    arithmetic on at least two figures, a figure is in no passage of ``evidence`` (nor in the
+    question, nor a constant), no figure has two digits, or the answer is neither a figure nor
+    a yes or no (a name with a calculation beside it).
 
     The result is a percentage when the expression multiplies by 100, or when the answer or
     the question speaks of one (a fraction, below 10, is then multiplied by 100); it is
@@ -78,22 +80,23 @@ def worked_answer(
     if value is None or len(figures) < 2:
         return None
     given = _figures(question)
+    sourced = [f for f in figures if f not in CONSTANTS and f not in given]
     sources: list[str] = []
-    for figure in figures:
-        if figure in CONSTANTS or figure in given:
-            continue
+    for figure in sourced:
         holder = next((ev.evidence_id for ev in evidence if figure in _figures(ev.text)), None)
         if holder is None:
             return None
         sources.append(holder)
-    if not sources:
-        return None
+    if not any(len(f.replace(".", "")) > 1 for f in sourced):
+        return None  # none, or "1 + 1": digits found anywhere prove nothing
+    said = next((m for m in _NUMBER.finditer(answer) if not _YEAR.fullmatch(m.group(0))), None)
+    if said is None and answer and not _YES_NO.match(answer):
+        return None  # a name or a place answered; a calculation beside it is noise
     expr = _NUMBER.sub(lambda m: _spelled(m.group(0)), expr)
     percent = bool(_TIMES_100.search(expr))
     fraction = abs(value) < 10  # a ratio, not already a percentage or an amount
     if not percent and fraction and (_PERCENT.search(answer) or _PERCENT.search(question)):
         percent, value, expr = True, value * 100, f"({expr}) * 100"
-    said = next((m for m in _NUMBER.finditer(answer) if not _YEAR.fullmatch(m.group(0))), None)
     digits = _decimals(question, said.group(0) if said else None, percent, value)
     result = f"{value:,.{digits}f}"
     shown = result + ("%" if percent else "")
