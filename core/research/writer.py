@@ -20,8 +20,10 @@ from core.research.citations import citation_tokens, credibility
 from core.research.context import RunContext, invalid_output
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
 from core.research.schemas import ResearchNotes, ResearchPlan, short_answer_model
+from core.research.tables import labelled_rows, runs_on
 from core.research.words import content_words
 from core.research.worked import worked_answer
+from graph.errors import GraphError
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +152,25 @@ def order_evidence(ctx: RunContext, notes: list[ResearchNotes]) -> list[Evidence
     return sorted(evs, key=lambda e: (tier(e.evidence_id), -scores[e.doc_id], rank[e.evidence_id]))
 
 
+def with_tables(ctx: RunContext, evidence: list[Evidence]) -> list[Evidence]:
+    """The evidence as the model reads it: statement rows beside their periods
+    (:func:`~core.research.tables.labelled_rows`); a table running on from the passage before
+    keeps that passage's header."""
+    out = []
+    for ev in evidence:
+        carried = None
+        if "|" in ev.text:
+            try:
+                before = ctx.library.store.neighbours(ev.passage_id).get("previous")
+                if before:
+                    carried = runs_on(ctx.library.store.get_passage(before).text, ev.text)
+            except GraphError:
+                carried = None
+        text = labelled_rows(ev.text, carried)
+        out.append(ev if text == ev.text else ev.model_copy(update={"text": text}))
+    return out
+
+
 def labels_for(evidence: list[Evidence]) -> dict[str, str]:
     return {f"E{i}": ev.evidence_id for i, ev in enumerate(evidence, 1)}
 
@@ -187,6 +208,7 @@ def short_answer(
     the model's reading: the claim check flags a name the cited passage lacks. A figure worked
     out from the passages' figures is computed, not read (:mod:`core.research.worked`)."""
     llm = ctx.model("writer")
+    evidence = with_tables(ctx, evidence)
     queries = [question, *(q.query for q in plan.queries)]
     picked = key_sentences(queries, evidence, ctx.library.embedder.embed, ANSWER_SENTENCES)
     if not picked:
@@ -306,7 +328,7 @@ def write(
         "shape": plan.answer_shape,
         "components": plan.components,
         "notes": relabel("\n".join(n.compressed() for n in notes)),
-        "evidence": evidence_block(evidence, labels),
+        "evidence": evidence_block(with_tables(ctx, evidence), labels),
         "answer": answer,
     }
     msgs = fit_messages(

@@ -1,0 +1,87 @@
+"""Statement rows read with their columns, for the model: "Total net sales | 107,006 | 135,987 |
+177,866" under the header "2015 | 2016 | 2017" is shown as "Total net sales: 2015 107,006;
+2016 135,987; 2017 177,866."
+
+A filing's statement is a table of line items by period, and a passage holds it as rows of
+cells, the periods once at the top (or in the passage before, when the table runs on). Asked
+for Amazon's change in revenue from 2016 to 2017, the 1.5B took two figures from a row twenty
+lines below the header ("Operating income | 2,233 | 4,186 | 4,106") and could not tell which
+year each was. With each figure beside its period, a row says what it holds on its own, and a
+row is a sentence: the answer step picks the rows most related to the question.
+
+Only rows with one cell more than the header has periods are rewritten (the line item and a
+figure per period); everything else is kept as written.
+"""
+
+from __future__ import annotations
+
+import re
+
+_PERIOD = re.compile(
+    r"(?:FY\s?|Q[1-4]\s?|fiscal\s+|H[12]\s?)?(?:19|20)\d\d(?:\s?[-–]\s?(?:19|20)?\d\d)?"
+    r"|(?:(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\w*\.?\s+\d{1,2},?\s+)(?:19|20)\d\d"
+    r"|(?:19|20)\d\d\s*\([a-z0-9]\)",  # a footnote mark: "2019 (4)"
+    re.IGNORECASE,
+)
+_SPACED_DOLLAR = re.compile(r"\$\s+(?=[\d(])")
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.split("|")]
+
+
+def header(line: str) -> list[str] | None:
+    """The periods a header row names ("2015 | 2016 | 2017", "(in millions) | 2022 | 2021"),
+    or None for any other line: at least two cells, after an optional leading label, and all
+    of them periods."""
+    cells = _cells(line)
+    if len(cells) < 2:
+        return None
+    periods = cells[1:] if not _PERIOD.fullmatch(cells[0]) else cells
+    if len(periods) < 2 or not all(_PERIOD.fullmatch(c) for c in periods):
+        return None
+    return periods
+
+
+def _table_row(line: str) -> bool:
+    return len(_cells(line)) > 2
+
+
+def runs_on(before: str, text: str) -> list[str] | None:
+    """The header a table in ``text`` carries over from the passage ``before`` it: the last
+    header there, when ``before`` ends in a table row and ``text`` starts with one (the same
+    table, split between passages), else None."""
+    tail = [ln for ln in before.splitlines() if ln.strip()][-1:]
+    head = [ln for ln in text.splitlines() if ln.strip()][:1]
+    if not tail or not head or not (_table_row(tail[0]) and _table_row(head[0])):
+        return None
+    found = None
+    for line in before.splitlines():
+        found = header(line) or found
+    return found
+
+
+def labelled_rows(text: str, carried: list[str] | None = None) -> str:
+    """``text`` with each table row under a header written as its line item and a period per
+    figure, ending as a sentence; ``carried`` is the header of the passage before (from
+    :func:`runs_on`), for rows above this passage's own first header."""
+    periods = carried
+    out = []
+    for line in text.splitlines():
+        found = header(line)
+        if found:
+            periods = found
+            out.append(line)
+            continue
+        cells = _cells(line)
+        if periods and len(cells) == len(periods) + 1 and cells[0]:
+            figures = [
+                f"{p} {_SPACED_DOLLAR.sub('$', v)}"
+                for p, v in zip(periods, cells[1:], strict=True)
+                if v
+            ]
+            if figures:
+                out.append(f"{cells[0].rstrip(':')}: {'; '.join(figures)}.")
+                continue
+        out.append(line)
+    return "\n".join(out)

@@ -1,0 +1,82 @@
+"""Statement rows shown to the model beside their periods (no model)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from research_fixtures import evidence
+
+from core.research.tables import header, labelled_rows, runs_on
+from core.research.writer import with_tables
+
+STATEMENT = """CONSOLIDATED STATEMENTS OF OPERATIONS
+(in millions)
+2020 | 2021 | 2022
+Product sales | $ 1,200 | $ 1,450 | $ 1,610
+Service sales | 300 | 410 | 525
+Total net sales | 1,500 | 1,860 | 2,135
+Operating expenses:
+Cost of sales | 900 | (1,010) | —"""
+
+RUNS_ON = """Marketing | 120 | 150 | 170
+Operating income | 480 | 700 | 965
+See notes."""
+
+
+def test_rows_are_written_beside_their_periods() -> None:
+    out = labelled_rows(STATEMENT).splitlines()
+    assert out[2] == "2020 | 2021 | 2022"  # the header stays
+    assert out[3] == "Product sales: 2020 $1,200; 2021 $1,450; 2022 $1,610."
+    assert out[5] == "Total net sales: 2020 1,500; 2021 1,860; 2022 2,135."
+    assert out[6] == "Operating expenses:"
+    assert out[7] == "Cost of sales: 2020 900; 2021 (1,010); 2022 —."
+    # a row whose cells do not match the header's periods, or any text, is kept as written
+    assert labelled_rows("2021 | 2022\nA | 1 | 2 | 3\nPlain text.") == (
+        "2021 | 2022\nA | 1 | 2 | 3\nPlain text."
+    )
+    assert labelled_rows("A | 1 | 2") == "A | 1 | 2"  # no header: nothing to say
+
+
+def test_headers_name_periods() -> None:
+    assert header("2015 | 2016 | 2017") == ["2015", "2016", "2017"]
+    assert header("(dollars in millions) | 2022 | 2021 | 2022-2021") == [
+        "2022",
+        "2021",
+        "2022-2021",
+    ]
+    assert header("January 28, 2023 | January 29, 2022") == [
+        "January 28, 2023",
+        "January 29, 2022",
+    ]
+    assert header("FY2022 | Q2 2023 | 2019 (4)") == ["FY2022", "Q2 2023", "2019 (4)"]
+    assert header("Net sales | 1,500 | 1,860") is None
+    assert header("Title of each class | Trading Symbol(s) | Exchange") is None
+    assert header("2022") is None
+
+
+def test_a_table_split_between_passages_keeps_its_header() -> None:
+    assert runs_on(STATEMENT, RUNS_ON) == ["2020", "2021", "2022"]
+    assert labelled_rows(RUNS_ON, runs_on(STATEMENT, RUNS_ON)).splitlines()[1] == (
+        "Operating income: 2020 480; 2021 700; 2022 965."
+    )
+    # not when the passage before ends in prose, or this one starts with prose
+    assert runs_on(STATEMENT + "\nSee notes.", RUNS_ON) is None
+    assert runs_on(STATEMENT, "Prose first.\n" + RUNS_ON) is None
+
+
+def test_the_writer_reads_evidence_with_its_tables_labelled() -> None:
+    first, second = evidence("ev1:" + "a" * 16, STATEMENT), evidence("ev1:" + "b" * 16, RUNS_ON)
+    second = second.model_copy(update={"passage_id": "p2"})
+    texts = {"p1": STATEMENT, "p2": RUNS_ON}
+    store: Any = SimpleNamespace(
+        neighbours=lambda pid: {"previous": "p1" if pid == "p2" else None},
+        get_passage=lambda pid: SimpleNamespace(text=texts[pid]),
+    )
+    ctx: Any = SimpleNamespace(library=SimpleNamespace(store=store))
+    read = with_tables(ctx, [first, second])
+    assert "Total net sales: 2020 1,500; 2021 1,860; 2022 2,135." in read[0].text
+    assert read[1].text.startswith("Marketing: 2020 120; 2021 150; 2022 170.")
+    assert read[1].passage_text == RUNS_ON  # what a citation quotes is untouched
+    prose = evidence("ev1:" + "c" * 16, "No table here.")
+    assert with_tables(ctx, [prose])[0] is prose
