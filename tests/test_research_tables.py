@@ -27,10 +27,10 @@ See notes."""
 def test_rows_are_written_beside_their_periods() -> None:
     out = labelled_rows(STATEMENT).splitlines()
     assert out[2] == "2020 | 2021 | 2022"  # the header stays
-    assert out[3] == "Product sales: 2020 $1,200; 2021 $1,450; 2022 $1,610."
-    assert out[5] == "Total net sales: 2020 1,500; 2021 1,860; 2022 2,135."
+    assert out[3] == "Product sales (2020: $1,200; 2021: $1,450; 2022: $1,610)"
+    assert out[5] == "Total net sales (2020: 1,500; 2021: 1,860; 2022: 2,135)"
     assert out[6] == "Operating expenses:"
-    assert out[7] == "Cost of sales: 2020 900; 2021 (1,010); 2022 —."
+    assert out[7] == "Cost of sales (2020: 900; 2021: (1,010); 2022: —)"
     # a row whose cells do not match the header's periods, or any text, is kept as written
     assert labelled_rows("2021 | 2022\nA | 1 | 2 | 3\nPlain text.") == (
         "2021 | 2022\nA | 1 | 2 | 3\nPlain text."
@@ -58,7 +58,7 @@ def test_headers_name_periods() -> None:
 def test_a_table_split_between_passages_keeps_its_header() -> None:
     assert runs_on(STATEMENT, RUNS_ON) == ["2020", "2021", "2022"]
     assert labelled_rows(RUNS_ON, runs_on(STATEMENT, RUNS_ON)).splitlines()[1] == (
-        "Operating income: 2020 480; 2021 700; 2022 965."
+        "Operating income (2020: 480; 2021: 700; 2022: 965)"
     )
     # not when the passage before ends in prose, or this one starts with prose
     assert runs_on(STATEMENT + "\nSee notes.", RUNS_ON) is None
@@ -75,8 +75,8 @@ def test_the_writer_reads_evidence_with_its_tables_labelled() -> None:
     )
     ctx: Any = SimpleNamespace(library=SimpleNamespace(store=store))
     read = with_tables(ctx, [first, second])
-    assert "Total net sales: 2020 1,500; 2021 1,860; 2022 2,135." in read[0].text
-    assert read[1].text.startswith("Marketing: 2020 120; 2021 150; 2022 170.")
+    assert "Total net sales (2020: 1,500; 2021: 1,860; 2022: 2,135)" in read[0].text
+    assert read[1].text.startswith("Marketing (2020: 120; 2021: 150; 2022: 170)")
     assert read[1].passage_text == RUNS_ON  # what a citation quotes is untouched
     prose = evidence("ev1:" + "c" * 16, "No table here.")
     assert with_tables(ctx, [prose])[0] is prose

@@ -1,13 +1,15 @@
 """Statement rows read with their columns, for the model: "Total net sales | 107,006 | 135,987 |
-177,866" under the header "2015 | 2016 | 2017" is shown as "Total net sales: 2015 107,006;
-2016 135,987; 2017 177,866."
+177,866" under the header "2015 | 2016 | 2017" is shown as "Total net sales (2015: 107,006;
+2016: 135,987; 2017: 177,866)".
 
 A filing's statement is a table of line items by period, and a passage holds it as rows of
 cells, the periods once at the top (or in the passage before, when the table runs on). Asked
 for Amazon's change in revenue from 2016 to 2017, the 1.5B took two figures from a row twenty
 lines below the header ("Operating income | 2,233 | 4,186 | 4,106") and could not tell which
-year each was. With each figure beside its period, a row says what it holds on its own, and a
-row is a sentence: the answer step picks the rows most related to the question.
+year each was. With each figure beside its period, a row says what it holds on its own. A row
+is not made a sentence: the answer step picks sentences by similarity to the question, and
+"Percentage of total revenue" rows of another filing outranked "Total net sales" for a question
+about revenue, where the whole table, read as one, was picked.
 
 Only rows with one cell more than the header has periods are rewritten (the line item and a
 figure per period); everything else is kept as written.
@@ -63,7 +65,7 @@ def runs_on(before: str, text: str) -> list[str] | None:
 
 def labelled_rows(text: str, carried: list[str] | None = None) -> str:
     """``text`` with each table row under a header written as its line item and a period per
-    figure, ending as a sentence; ``carried`` is the header of the passage before (from
+    figure; ``carried`` is the header of the passage before (from
     :func:`runs_on`), for rows above this passage's own first header."""
     periods = carried
     out = []
@@ -76,12 +78,12 @@ def labelled_rows(text: str, carried: list[str] | None = None) -> str:
         cells = _cells(line)
         if periods and len(cells) == len(periods) + 1 and cells[0]:
             figures = [
-                f"{p} {_SPACED_DOLLAR.sub('$', v)}"
+                f"{p}: {_SPACED_DOLLAR.sub('$', v)}"
                 for p, v in zip(periods, cells[1:], strict=True)
                 if v
             ]
             if figures:
-                out.append(f"{cells[0].rstrip(':')}: {'; '.join(figures)}.")
+                out.append(f"{cells[0].rstrip(':')} ({'; '.join(figures)})")
                 continue
         out.append(line)
     return "\n".join(out)
