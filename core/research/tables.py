@@ -65,8 +65,8 @@ def runs_on(before: str, text: str) -> list[str] | None:
 
 def labelled_rows(text: str, carried: list[str] | None = None) -> str:
     """``text`` with each table row under a header written as its line item and a period per
-    figure; ``carried`` is the header of the passage before (from
-    :func:`runs_on`), for rows above this passage's own first header."""
+    figure; ``carried`` is the header of the passage before (from :func:`runs_on`), for rows
+    above this passage's own first header."""
     periods = carried
     out = []
     for line in text.splitlines():

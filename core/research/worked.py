@@ -2,12 +2,14 @@
 
 The 1.5B reads the right line of a statement and still gets the arithmetic wrong: FinanceBench
 08135 had Amazon's "Total net sales | 107,006 | 135,987 | 177,866" in front of it and answered
-a 10.0% change (it is 30.8%). Copying figures into an expression is what a small model does
-well, so the answer step writes the calculation, and it is computed here: only when it is plain
-arithmetic (:func:`~core.research.arithmetic.evaluate`) and each of its figures is written in a
-passage (or in the question, or is a constant such as the 100 of a percentage). The answer line
-then shows the calculation, which the claim check redoes, and cites the passages that hold the
-figures.
+a 10.0% change (it is 30.8%). Copying figures into an expression is easier for a small model
+than the arithmetic, and what it copied can be checked, so the answer step writes the
+calculation and it is computed here: only when it is plain arithmetic
+(:func:`~core.research.arithmetic.evaluate`) and each of its figures is written in a passage
+(or in the question, or is a constant such as the 100 of a percentage). The answer line then
+shows the calculation, which the claim check redoes, and cites the passages that hold the
+figures. Which figures it copies is still the model's choice: the 1.5B often takes a wrong row
+(operating income for revenue), and the reader sees which.
 """
 
 from __future__ import annotations
