@@ -164,6 +164,7 @@ def test_a_figure_worked_out_from_the_passages_is_computed_not_read(
     writer = ScriptedLLM(
         [
             short("12 ships a day", ["E1"], calculation="4,400 / 365"),
+            short("12 ships a day", ["E1"]),  # asked again (no passage states 12), the same
             "Northport handled 4,200 ships in 2019 [E1].",
         ]
     )
@@ -210,13 +211,63 @@ def test_short_answer_naming_what_the_passage_lacks_is_flagged(research_app: Sou
     writer = ScriptedLLM(
         [
             short("Victor Hale", ["E1"]),
+            short("Victor Hale", ["E1"]),  # asked again, it says the same: the first is kept
             "The Northport Harbor Authority was founded in 1921 by Mayor Ellen Park [E1].",
         ]
     )
     report = _run(research_app, "short-flagged", writer)
     assert report.status == "partial"
     assert any("Victor Hale" in f.sentence and "Hale" in f.reason for f in report.flagged_claims)
+    assert report.markdown.splitlines()[0].startswith("**Answer:** Victor Hale [1].")
     assert report.markdown.splitlines()[0].endswith("⚠")
+
+
+def test_an_answer_its_passages_lack_is_asked_for_once_more(research_app: Sourcebook) -> None:
+    writer = ScriptedLLM(
+        [
+            short("Victor Hale of Northport", ["E1"]),
+            short("Mayor Ellen Park", ["E1"]),
+            "The Northport Harbor Authority was founded in 1921 by Mayor Ellen Park [E1].",
+        ]
+    )
+    report = _run(research_app, "short-retry", writer)
+    first, retry, _ = writer.history
+    assert "Your earlier answer" not in first.messages[-1].content
+    told = retry.messages[-1].content
+    # the question's own name (Northport) is not held against the answer
+    assert 'Your earlier answer was "Victor Hale of Northport", citing [E1]' in told
+    assert "do not state: Victor, Hale." in told
+    assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
+    assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+
+
+def test_a_supported_answer_is_not_asked_for_again(research_app: Sourcebook) -> None:
+    writer = ScriptedLLM(
+        [short("Mayor Ellen Park", ["E1"]), "It was founded in 1921 by Mayor Ellen Park [E1]."]
+    )
+    report = _run(research_app, "short-once", writer)  # _run asserts no output is left over
+    assert len(writer.history) == 2
+    assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
+
+
+@pytest.mark.parametrize(
+    "second",
+    [short("", [], answered=False), "not json", short("Victor Hale and Ivo Brandt", ["E1"])],
+    ids=["unanswered", "invalid", "lacks-more"],
+)
+def test_a_retry_no_better_than_the_first_answer_is_not_taken(
+    research_app: Sourcebook, second: Any
+) -> None:
+    retries = [second, "still not json"] if second == "not json" else [second]
+    writer = ScriptedLLM(
+        [
+            short("Victor Hale", ["E1"]),
+            *retries,
+            "The Northport Harbor Authority was founded in 1921 by Mayor Ellen Park [E1].",
+        ]
+    )
+    report = _run(research_app, f"short-retry-{len(retries)}-{len(str(second))}", writer)
+    assert report.markdown.startswith("**Answer:** Victor Hale [1].")
 
 
 def test_answer_step_reads_the_sentences_most_related_to_the_question(
