@@ -345,6 +345,11 @@ def test_a_restated_question_is_cut_from_the_answer() -> None:
         "The first president of the association that published the Journal of Ethics was Ann Lee"
     )
     assert strip_restatement(restated, q) == "Ann Lee"
+    # the question's own clause has a copula too: the cut is after the whole restatement
+    # (MuSiQue 205146 opened "**Answer:** found is Abshir Ata Waterfall")
+    q2 = "What is the name of the waterfall in the country where the Bubye River is found?"
+    restated = "The waterfall in the country where the Bubye River is found is Victoria Falls"
+    assert strip_restatement(restated, q2) == "Victoria Falls"
     # kept whole: a subject the question does not name, no copula, or nothing after it
     kept = [
         "The average snowfall in Seattle is 6.8 inches",

@@ -309,16 +309,18 @@ def strip_restatement(answer: str, question: str) -> str:
     published X was G. Stanley Hall" -> "G. Stanley Hall".
 
     Asked for only the answering words, the 1.5B still often wrote a sentence whose subject is
-    the question's own phrase. The cut is made at the first was/is/are/were whose subject's
+    the question's own phrase. The cut is made at a was/is/are/were whose subject's
     content words all occur in the question (at least two of them), and only when something is
-    left after it; any other answer is kept whole."""
+    left after it; of several such, the last ("the country where the Bubye River is found is
+    Victoria Falls" restates a clause with its own copula). Any other answer is kept whole."""
     asked = content_words(question)
+    cut = answer
     for m in _COPULA.finditer(answer):
         subject, rest = answer[: m.start()], answer[m.end() :].strip()
         words = content_words(subject)
         if len(words) >= 2 and words <= asked and rest:
-            return rest
-    return answer
+            cut = rest
+    return cut
 
 
 def key_sentences(
