@@ -200,7 +200,7 @@ def test_dependent_worker_reads_what_its_dependency_found_first(songs_app: Sourc
     assert _fetches(songs_app, "subj-bridge", "r1/b/") == [snow]  # the bridge's name wins
 
 
-def test_dependent_worker_reads_what_its_dependency_read_last(songs_app: Sourcebook) -> None:
+def test_dependent_worker_reads_what_its_dependency_cited_last(songs_app: Sourcebook) -> None:
     song, snow = _pid(songs_app, "Hello Love (song)"), _pid(songs_app, "Hank Snow")
     question = "Where did the performer of Hello Love live when he died?"
     planner = _two_hop_planner()
@@ -221,9 +221,11 @@ def test_dependent_worker_reads_what_its_dependency_read_last(songs_app: Sourceb
     )
     before, read = (_fetches(songs_app, "subj-before", f"r1/{q}/") for q in "ab")
     assert len(before) == 5 and snow in before  # a read all but one passage
-    # b's query names the song and its bridge names Hank Snow, but a read them: the one
-    # passage a did not read comes first
-    assert read[0] not in before and len(read) == 5
+    # b's query names the song, but a's finding cites its passage: read last (of six, after
+    # the five b reads). a read Hank Snow's passage too but its notes say nothing of it: it
+    # is b's next hop, read first.
+    assert len(read) == 5 and song not in read
+    assert read[0] == snow
 
 
 def test_worker_reads_a_hit_a_read_passage_names_before_the_rest(songs_app: Sourcebook) -> None:

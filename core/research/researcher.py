@@ -74,7 +74,7 @@ class Worker:
         self.decisions: list[str] = []
         self.asked = fold(query.query)
         self.found = fold(bridge)
-        self.read_before = frozenset(read_before)  # what the queries it builds on read
+        self.read_before = frozenset(read_before)  # what the findings it builds on cite
         self.links: list[str] = []  # folded texts of read passages about the subject
         self.read_texts: list[str] = []  # folded texts of every passage this worker read
         self.titles: dict[str, str] = {}  # id -> title (of the hits ranked so far)
@@ -340,7 +340,7 @@ class Worker:
         names (the band a song's passage names): the next hop; 1: a hit about the query's own
         subject ("Hello Love (song)" for "the state where Hello Love's performer died"); 2: a
         hit some other passage this worker read names ("Austria", named by the passage about a
-        Vienna orchestra); 3: the rest; 4: a passage the queries this one builds on read (their
+        Vienna orchestra); 3: the rest; 4: a passage the findings this one builds on cite (their
         notes carry it: the next hop is elsewhere). By the hit's title, as the query, the
         findings or the passages name it."""
         title = self._title(ev_id)
@@ -453,7 +453,7 @@ def run_worker(
     ``context`` is the compressed notes of the queries this one depends on; ``bridge`` their
     findings' claims, added to the worker's first search; ``focus`` the words that are new in
     this query and in those findings (:func:`core.research.words.focus_terms`), searched next;
-    ``read_before`` the passages they read, read last (:meth:`Worker._tier`)."""
+    ``read_before`` the passages their findings cite, read last (:meth:`Worker._tier`)."""
 
     def work() -> ResearchNotes:
         ctx.emit("worker", worker=query.id, text=f"researching: {query.query}")

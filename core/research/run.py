@@ -353,6 +353,13 @@ def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: _State
     def bridge_for(q: ResearchQuery) -> str:
         return " ".join(f.claim for n in deps(q) for f in n.on_topic())
 
+    def carried(q: ResearchQuery) -> list[str]:
+        # Passages the notes carry: read again only last. One its dependency read but cited
+        # for nothing is read like any other: asked "Where is the Bubye River located?" after
+        # the whole question, whose worker read the river's passage and noted a Kyrgyz
+        # waterfall, the worker read an Australian river's passage instead.
+        return [i for n in deps(q) for f in n.on_topic() for i in f.evidence_ids]
+
     def focus_for(q: ResearchQuery) -> str:
         before = " ".join(n.query for n in deps(q))
         return focus_terms(q.query, before, bridge_for(q)) if before else ""
@@ -368,7 +375,7 @@ def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: _State
                 context_for(q),
                 bridge_for(q),
                 focus_for(q),
-                [i for n in deps(q) for i in n.fetched_ids],
+                carried(q),
             )
             for q in batch
         }
