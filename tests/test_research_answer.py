@@ -19,7 +19,7 @@ from research_fixtures import (
 from core.library import Evidence
 from core.research import writer as writer_module
 from core.research.schemas import ResearchLimits
-from core.research.writer import key_sentences, strip_restatement
+from core.research.writer import key_sentences, strip_restatement, unlike_asked
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
@@ -239,6 +239,44 @@ def test_an_answer_its_passages_lack_is_asked_for_once_more(research_app: Source
     assert "do not state: Victor, Hale." in told
     assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
     assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+
+
+def test_an_answer_of_the_wrong_kind_is_asked_for_once_more(research_app: Sourcebook) -> None:
+    # MuSiQue 349407: "... another sport that was started when?" answered "rugby league"
+    question = "The Northport Harbor Authority was founded when?"
+    writer = ScriptedLLM(
+        [
+            short("Mayor Ellen Park", ["E1"]),
+            short("1921", ["E1"]),
+            "The Northport Harbor Authority was founded in 1921 by Mayor Ellen Park [E1].",
+        ]
+    )
+    report = _run(research_app, "short-kind", writer, question=question)
+    told = writer.history[1].messages[-1].content
+    assert (
+        'Your earlier answer was "Mayor Ellen Park", but the question asks for a date or year.'
+        in told
+    )
+    assert "do not state" not in told  # its passage does state it
+    assert report.markdown.startswith("**Answer:** 1921 [1].")
+
+
+def test_what_a_question_asks_for_and_an_answer_lacks() -> None:
+    assert unlike_asked("When was it founded?", "Mayor Marcela Decker") == "a date or year"
+    assert unlike_asked("It was started when?", "rugby league") == "a date or year"
+    assert unlike_asked("In what year did it open?", "the harbor") == "a date or year"
+    assert unlike_asked("How many Publix stores are in the state?", "Tennessee") == "a number"
+    assert unlike_asked("How much did revenue grow?", "it grew") == "a number"
+    for question, answer in [
+        ("When was it founded?", "1921"),
+        ("When was it founded?", "in March"),
+        ("When was it founded?", "the 19th century"),
+        ("How many stores?", "35"),
+        ("How many stores?", "none"),
+        ("What happened when the river flooded?", "a fire"),  # "when" only in a clause
+        ("Who founded it?", "Ellen Park"),
+    ]:
+        assert unlike_asked(question, answer) == "", (question, answer)
 
 
 def test_a_supported_answer_is_not_asked_for_again(research_app: Sourcebook) -> None:

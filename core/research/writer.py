@@ -212,10 +212,12 @@ def short_answer(
     A separate, schema-bound step because a 1.5B writer asked to answer first in free text
     restated the question or copied the instruction; in a bounded structure (steps first,
     labels from an enum) it gives a short, cited answer. Whether the answer is right is still
-    the model's reading. An answer naming what its cited passages lack is asked for once more,
-    told what they lack; the retry replaces it only when its own passages lack less, and
-    what is still unsupported the claim check flags. A figure worked out from the passages'
-    figures is computed, not read (:mod:`core.research.worked`)."""
+    the model's reading. An answer naming what its cited passages lack, or of another kind
+    than asked (no year for "when?", :func:`unlike_asked`), is asked for once more, told what
+    is wrong; the retry replaces it only when it is of the kind asked where the first was not,
+    or its passages lack less, and what is still unsupported the claim check flags. A figure
+    worked out from the passages' figures is computed, not read (:mod:`core.research.worked`).
+    """
     llm = ctx.model("writer")
     evidence = with_tables(ctx, evidence)
     queries = [question, *(q.query for q in plan.queries)]
@@ -266,22 +268,54 @@ def short_answer(
         held = "".join(f"[{by_id[i]}]" for i in worked.sources)
         return f"{ANSWER_MARK} {worked.answer}, worked out as {worked.calculation} {held}."
     line, cites, missing = _answer_line(data, answer, question, shown, labels)
-    if not missing:
+    kind = unlike_asked(question, answer) if line else ""
+    if not (missing or kind):
         return line
-    # One more try, told what its cited passages lack: the 1.5B named "Marcela Carena" as the
-    # first president of the association; five of six such unsupported answers were wrong.
-    cited = ", ".join(f"[{c}]" for c in cites)
+    # One more try, told what is wrong: the 1.5B named "Marcela Carena" as the first president
+    # of the association (five of six such unsupported answers were wrong), and answered
+    # "rugby league" to "... another sport that was started when?".
+    told = f'Your earlier answer was "{answer}"'
+    if missing:
+        cited = ", ".join(f"[{c}]" for c in cites)
+        told += f", citing {cited}, but those passages do not state: {', '.join(missing)}"
+    if kind:
+        told += f"{', and' if missing else ', but'} the question asks for {kind}"
     again = ask(
         "answer/retry",
-        f'Your earlier answer was "{answer}", citing {cited}, but those passages do not state: '
-        f"{', '.join(missing)}. Answer again with words a passage states, and give the labels "
-        "of the passages that state them.",
+        f"{told}. Answer again with words a passage states, and give the labels of the "
+        "passages that state them.",
     )
     if again is None or not again["answered"]:
         return line
     answer2 = strip_restatement(" ".join(str(again["answer"]).split()).rstrip(" ."), question)
     line2, _, missing2 = _answer_line(again, answer2, question, shown, labels)
-    return line2 if line2 and len(missing2) < len(missing) else line
+    better = (bool(unlike_asked(question, answer2)), len(missing2)) < (bool(kind), len(missing))
+    return line2 if line2 and better else line
+
+
+_ASKS_WHEN = re.compile(r"^\s*when\b|\bwhen\s*\?\s*$|\b(?:what|which) year\b|\bwhat date\b", re.I)
+_ASKS_COUNT = re.compile(r"\bhow (?:many|much)\b", re.I)
+_MONTH = (
+    r"january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec"
+)
+_GIVES_WHEN = re.compile(rf"\d|\b(?:{_MONTH})\b|\bcentury\b", re.I)
+_GIVES_COUNT = re.compile(
+    r"\d|\b(?:no|none|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
+    r"|dozen|hundred|thousand|million|billion)\b",
+    re.I,
+)
+
+
+def unlike_asked(question: str, answer: str) -> str:
+    """What ``question`` asks for that ``answer`` does not give: "a date or year" (asked when,
+    or what year, answered without a digit, month or century), "a number" (asked how many or
+    how much, answered without one), or ""."""
+    if _ASKS_WHEN.search(question) and not _GIVES_WHEN.search(answer):
+        return "a date or year"
+    if _ASKS_COUNT.search(question) and not _GIVES_COUNT.search(answer):
+        return "a number"
+    return ""
 
 
 def _answer_line(
