@@ -279,6 +279,40 @@ def test_what_a_question_asks_for_and_an_answer_lacks() -> None:
         assert unlike_asked(question, answer) == "", (question, answer)
 
 
+def test_an_answer_still_unsupported_cites_the_shown_passages_that_hold_it(
+    research_app: Sourcebook,
+) -> None:
+    # MuSiQue 468258: "Norway" cited to passages about Arnold Schwarzenegger, the Brand
+    # passage ("the Norwegian playwright") beside them
+    founded = pid_with(research_app, "founded in 1921")
+    dredging = pid_with(research_app, "Dredging of the main channel")
+    planner = ScriptedLLM([plan(("q1", QUESTION, []))])
+    researcher = ScriptedLLM(
+        [
+            act("fetch_evidence", evidence_id=dredging),
+            act("fetch_evidence", evidence_id=founded),
+            act("finish"),
+            notes(("Founded in 1921 by Ellen Park.", [founded])),
+        ]
+    )
+    writer = ScriptedLLM(
+        [
+            short("Mayor Ellen Park", ["E2"]),
+            short("Mayor Ellen Park", ["E2"]),  # told E2 lacks the name, the same again
+            "It was founded in 1921 [E1].",
+        ]
+    )
+    report = research_app.research(
+        QUESTION, models=models(planner, researcher, writer), task="short-holders", limits=LIM
+    )
+    assert writer.pending == 0
+    shown = writer.history[0].messages[-1].content
+    assert "[E2] Northport Harbor Report\nNorthport Harbor Report Dredging" in shown
+    assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
+    assert report.citations[0].evidence_id == founded
+    assert not any("Ellen" in f.reason for f in report.flagged_claims)
+
+
 def test_a_supported_answer_is_not_asked_for_again(research_app: Sourcebook) -> None:
     writer = ScriptedLLM(
         [short("Mayor Ellen Park", ["E1"]), "It was founded in 1921 by Mayor Ellen Park [E1]."]

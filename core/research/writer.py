@@ -38,6 +38,7 @@ EVIDENCE_CHARS = 1500
 ANSWER_MAX_TOKENS = 400
 ANSWER_MARK = "**Answer:**"  # opens the short answer line; it cites the passages hop by hop
 ANSWER_SENTENCES = 8  # sentences the short-answer step reads, across all passages
+ANSWER_HOLDERS = 2  # passages an unsupported answer is cited to, when they hold what it names
 _CITES = re.compile(r"\[[^\]\n]*\]")
 _WORDS = re.compile(r"\w+")
 _ENDED = re.compile(r"([.!?][\"'”’)\]]*[ \t]*|\n\s*)$")
@@ -215,9 +216,10 @@ def short_answer(
     the model's reading. An answer naming what its cited passages lack, or of another kind
     than asked (no year for "when?", :func:`unlike_asked`), is asked for once more, told what
     is wrong; the retry replaces it only when it is of the kind asked where the first was not,
-    or its passages lack less, and what is still unsupported the claim check flags. A figure
-    worked out from the passages' figures is computed, not read (:mod:`core.research.worked`).
-    """
+    or its passages lack less. An answer its labels still do not support is cited instead to
+    the passages shown that hold all it names, when any do; else the claim check flags it.
+    A figure worked out from the passages' figures is computed, not read
+    (:mod:`core.research.worked`)."""
     llm = ctx.model("writer")
     evidence = with_tables(ctx, evidence)
     queries = [question, *(q.query for q in plan.queries)]
@@ -269,28 +271,41 @@ def short_answer(
         return f"{ANSWER_MARK} {worked.answer}, worked out as {worked.calculation} {held}."
     line, cites, missing = _answer_line(data, answer, question, shown, labels)
     kind = unlike_asked(question, answer) if line else ""
-    if not (missing or kind):
-        return line
-    # One more try, told what is wrong: the 1.5B named "Marcela Carena" as the first president
-    # of the association (five of six such unsupported answers were wrong), and answered
-    # "rugby league" to "... another sport that was started when?".
-    told = f'Your earlier answer was "{answer}"'
+    if missing or kind:
+        # One more try, told what is wrong: the 1.5B named "Marcela Carena" as the first
+        # president of the association (five of six such unsupported answers were wrong), and
+        # answered "rugby league" to "... another sport that was started when?".
+        told = f'Your earlier answer was "{answer}"'
+        if missing:
+            cited = ", ".join(f"[{c}]" for c in cites)
+            told += f", citing {cited}, but those passages do not state: {', '.join(missing)}"
+        if kind:
+            told += f"{', and' if missing else ', but'} the question asks for {kind}"
+        again = ask(
+            "answer/retry",
+            f"{told}. Answer again with words a passage states, and give the labels of the "
+            "passages that state them.",
+        )
+        if again is not None and again["answered"]:
+            answer2 = strip_restatement(
+                " ".join(str(again["answer"]).split()).rstrip(" ."), question
+            )
+            line2, cites2, missing2 = _answer_line(again, answer2, question, shown, labels)
+            kind2 = unlike_asked(question, answer2)
+            if line2 and (bool(kind2), len(missing2)) < (bool(kind), len(missing)):
+                answer, line, cites, missing = answer2, line2, cites2, missing2
     if missing:
-        cited = ", ".join(f"[{c}]" for c in cites)
-        told += f", citing {cited}, but those passages do not state: {', '.join(missing)}"
-    if kind:
-        told += f"{', and' if missing else ', but'} the question asks for {kind}"
-    again = ask(
-        "answer/retry",
-        f"{told}. Answer again with words a passage states, and give the labels of the "
-        "passages that state them.",
-    )
-    if again is None or not again["answered"]:
-        return line
-    answer2 = strip_restatement(" ".join(str(again["answer"]).split()).rstrip(" ."), question)
-    line2, _, missing2 = _answer_line(again, answer2, question, shown, labels)
-    better = (bool(unlike_asked(question, answer2)), len(missing2)) < (bool(kind), len(missing))
-    return line2 if line2 and better else line
+        # Still unsupported by its own labels: cite the passages shown to the model that hold
+        # all it names, when there are any. The 1.5B answered "Norway" to "What country was the
+        # author of Brand a citizen of?" citing three passages about Arnold Schwarzenegger;
+        # the Brand passage ("the Norwegian playwright Henrik Ibsen") was shown beside them.
+        asserted = _asserted(answer, question)
+        holders = [
+            by_id[ev.evidence_id] for ev in shown if not terms_missing(asserted, cited_text(ev))
+        ]
+        if holders:
+            line = _line(answer, holders[:ANSWER_HOLDERS])
+    return line
 
 
 _ASKS_WHEN = re.compile(r"^\s*when\b|\bwhen\s*\?\s*$|\b(?:what|which) year\b|\bwhat date\b", re.I)
@@ -328,11 +343,18 @@ def _answer_line(
         cites = list(dict.fromkeys(s["label"] for s in data["steps"] if s["label"]))[-2:]
     if not data["answered"] or not answer or not cites:
         return "", [], []
-    line = f"{ANSWER_MARK} {answer} " + "".join(f"[{c}]" for c in cites) + "."
     texts = {ev.evidence_id: cited_text(ev) for ev in shown}
     held = " ".join(texts.get(labels.get(c, ""), "") for c in cites)
-    asserted = terms_missing(key_terms(f"{ANSWER_MARK} {answer}"), question)
-    return line, cites, terms_missing(asserted, held)
+    return _line(answer, cites), cites, terms_missing(_asserted(answer, question), held)
+
+
+def _line(answer: str, cites: list[str]) -> str:
+    return f"{ANSWER_MARK} {answer} " + "".join(f"[{c}]" for c in cites) + "."
+
+
+def _asserted(answer: str, question: str) -> list[str]:
+    """The names and figures an answer asserts, less those the question itself holds."""
+    return terms_missing(key_terms(f"{ANSWER_MARK} {answer}"), question)
 
 
 _COPULA = re.compile(r"\s(?:was|is|are|were)\s")
