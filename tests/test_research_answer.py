@@ -67,6 +67,27 @@ def _run(
     return report
 
 
+def _run_two_passages(app: Sourcebook, task: str, writer: ScriptedLLM) -> tuple[Any, str, str]:
+    """A run whose worker reads the dredging passage, then the founding one; (report, founding
+    passage id, dredging passage id)."""
+    founded = pid_with(app, "founded in 1921")
+    dredging = pid_with(app, "Dredging of the main channel")
+    planner = ScriptedLLM([plan(("q1", QUESTION, []))])
+    researcher = ScriptedLLM(
+        [
+            act("fetch_evidence", evidence_id=dredging),
+            act("fetch_evidence", evidence_id=founded),
+            act("finish"),
+            notes(("Founded in 1921 by Ellen Park.", [founded])),
+        ]
+    )
+    report = app.research(
+        QUESTION, models=models(planner, researcher, writer), task=task, limits=LIM
+    )
+    assert writer.pending == 0
+    return report, founded, dredging
+
+
 def test_report_opens_with_the_cited_short_answer(research_app: Sourcebook) -> None:
     founded = pid_with(research_app, "founded in 1921")
     writer = ScriptedLLM(
@@ -284,17 +305,6 @@ def test_an_answer_still_unsupported_cites_the_shown_passages_that_hold_it(
 ) -> None:
     # MuSiQue 468258: "Norway" cited to passages about Arnold Schwarzenegger, the Brand
     # passage ("the Norwegian playwright") beside them
-    founded = pid_with(research_app, "founded in 1921")
-    dredging = pid_with(research_app, "Dredging of the main channel")
-    planner = ScriptedLLM([plan(("q1", QUESTION, []))])
-    researcher = ScriptedLLM(
-        [
-            act("fetch_evidence", evidence_id=dredging),
-            act("fetch_evidence", evidence_id=founded),
-            act("finish"),
-            notes(("Founded in 1921 by Ellen Park.", [founded])),
-        ]
-    )
     writer = ScriptedLLM(
         [
             short("Mayor Ellen Park", ["E2"]),
@@ -302,10 +312,7 @@ def test_an_answer_still_unsupported_cites_the_shown_passages_that_hold_it(
             "It was founded in 1921 [E1].",
         ]
     )
-    report = research_app.research(
-        QUESTION, models=models(planner, researcher, writer), task="short-holders", limits=LIM
-    )
-    assert writer.pending == 0
+    report, founded, dredging = _run_two_passages(research_app, "short-holders", writer)
     shown = writer.history[0].messages[-1].content
     assert "[E2] Northport Harbor Report\nNorthport Harbor Report Dredging" in shown
     # the passage that says it first, the model's own label kept after it (one document
@@ -347,23 +354,9 @@ def test_a_retry_no_better_than_the_first_answer_is_not_taken(
 def test_answer_step_reads_the_sentences_most_related_to_the_question(
     research_app: Sourcebook, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    founded = pid_with(research_app, "founded in 1921")
-    dredging = pid_with(research_app, "Dredging of the main channel")
-    planner = ScriptedLLM([plan(("q1", QUESTION, []))])
-    researcher = ScriptedLLM(
-        [
-            act("fetch_evidence", evidence_id=dredging),
-            act("fetch_evidence", evidence_id=founded),
-            act("finish"),
-            notes(("Founded in 1921 by Ellen Park.", [founded])),
-        ]
-    )
     writer = ScriptedLLM([short("Mayor Ellen Park", ["E1"]), "It was founded in 1921 [E1]."])
     monkeypatch.setattr(writer_module, "ANSWER_SENTENCES", 1)
-    report = research_app.research(
-        QUESTION, models=models(planner, researcher, writer), task="short-sentences", limits=LIM
-    )
-    assert writer.pending == 0
+    report, _, _ = _run_two_passages(research_app, "short-sentences", writer)
     answer_call, body_call = writer.history
     shown = answer_call.messages[-1].content
     assert "[E1] Northport Harbor Report\n" in shown and "founded in 1921 by Mayor" in shown
