@@ -264,7 +264,7 @@ def short_answer(
     data = ask("answer", "")
     if data is None:
         return ""
-    answer = strip_restatement(" ".join(str(data["answer"]).split()).rstrip(" ."), question)
+    answer = _answer_words(data, question)
     worked = worked_answer(answer, data["calculation"], question, shown)
     if worked is not None:  # cited by the passages holding its figures
         held = "".join(f"[{by_id[i]}]" for i in worked.sources)
@@ -287,9 +287,7 @@ def short_answer(
             "passages that state them.",
         )
         if again is not None and again["answered"]:
-            answer2 = strip_restatement(
-                " ".join(str(again["answer"]).split()).rstrip(" ."), question
-            )
+            answer2 = _answer_words(again, question)
             line2, cites2, missing2 = _answer_line(again, answer2, question, shown, labels)
             kind2 = unlike_asked(question, answer2)
             if line2 and (bool(kind2), len(missing2)) < (bool(kind), len(missing)):
@@ -348,6 +346,11 @@ def _answer_line(
     texts = {ev.evidence_id: cited_text(ev) for ev in shown}
     held = " ".join(texts.get(labels.get(c, ""), "") for c in cites)
     return _line(answer, cites), cites, terms_missing(_asserted(answer, question), held)
+
+
+def _answer_words(data: dict[str, Any], question: str) -> str:
+    """The model's answer on one line, without a final stop or a restated question."""
+    return strip_restatement(" ".join(str(data["answer"]).split()).rstrip(" ."), question)
 
 
 def _line(answer: str, cites: list[str]) -> str:
