@@ -322,6 +322,25 @@ def test_an_answer_still_unsupported_cites_the_shown_passages_that_hold_it(
     assert not any("Ellen" in f.reason for f in report.flagged_claims)
 
 
+def test_a_report_sentence_naming_what_its_citation_lacks_also_cites_the_passage_holding_it(
+    research_app: Sourcebook,
+) -> None:
+    # MuSiQue 689512: "... Akinoshu Kenji's birthplace was ..." cited only the Enola Gay
+    # passage; the run had fetched the one on Akinoshu Kenji
+    writer = ScriptedLLM(
+        [
+            short("", [], answered=False),
+            "The Northport Harbor Authority, founded by Mayor Ellen Park, dredged its main "
+            "channel [E2].",
+        ]
+    )
+    report, founded, dredging = _run_two_passages(research_app, "complete-cites", writer)
+    assert writer.history[1].messages[-1].content.count("[E2] Northport Harbor Report") == 1
+    assert [c.evidence_id for c in report.citations] == [dredging, founded]
+    assert report.flagged_claims == []
+    assert report.status == "answered", report.status_reasons
+
+
 def test_a_supported_answer_is_not_asked_for_again(research_app: Sourcebook) -> None:
     writer = ScriptedLLM(
         [short("Mayor Ellen Park", ["E1"]), "It was founded in 1921 by Mayor Ellen Park [E1]."]

@@ -462,6 +462,48 @@ def test_a_sentence_keeps_the_citations_that_hold_what_it_says() -> None:
     assert narrow_citations(text, passages.get).startswith(f"**Answer:** Victoria Falls [{a}].")
 
 
+def test_a_sentence_naming_what_its_citations_lack_also_cites_a_fetched_passage_holding_it() -> (
+    None
+):
+    """MuSiQue 689512: "The bomb dropped on Akinoshu Kenji's birthplace was the Enola Gay"
+    cited the Enola Gay passage only; the passage on Akinoshu Kenji was fetched beside it."""
+    from core.research.citations import complete_citations
+
+    gay, kenji, film, hiro, other = ("ev1:" + x * 16 for x in "abcde")
+    passages = {
+        gay: evidence(gay, "The Enola Gay dropped the first atomic bomb."),
+        film: evidence(film, "Akinoshu Kenji starred in a film."),
+        kenji: evidence(kenji, "Akinoshū Kenji was a sumo wrestler born in Hiroshima."),
+        hiro: evidence(hiro, "Hiroshima is a city in Japan."),
+        other: evidence(other, "The B-29 Superfortress was built by Boeing."),
+    }
+    fetched = [film, kenji, hiro, other, gay]
+    said = "The bomb dropped on Akinoshu Kenji's birthplace Hiroshima was the Enola Gay"
+    text = f"**Answer:** Enola Gay [{gay}].\n\n{said} [{gay}]. Boeing built it [{other}]."
+    # the passage holding the missing names and more of the sentence is taken, and the claim
+    # check then finds all it names in what it cites
+    done = complete_citations(text, passages.get, fetched)
+    assert done == (
+        f"**Answer:** Enola Gay [{gay}].\n\n{said} [{gay}][{kenji}]. Boeing built it [{other}]."
+    )
+    assert check_claims(done, passages.get, None) == []
+    # two passages together, when no one holds all it lacks; never more than ``most``
+    two = f"Akinoshu Kenji starred in a film in Japan [{gay}]."
+    assert complete_citations(two, passages.get, fetched) == (
+        f"Akinoshu Kenji starred in a film in Japan [{gay}][{film}][{hiro}]."
+    )
+    assert complete_citations(two, passages.get, fetched, most=1) == two
+    # what no fetched passage holds is left for the claim check to flag
+    made_up = f"Akinoshu Kenji flew the Enola Gay in 1952 [{gay}]."
+    assert complete_citations(made_up, passages.get, fetched) == made_up
+    assert [f.reason for f in check_claims(made_up, passages.get, None)] == [
+        "not in the cited text: 1952, Kenji"
+    ]
+    # an uncited sentence is the claim check's to judge
+    bare = "Akinoshu Kenji was born in Hiroshima."
+    assert complete_citations(bare, passages.get, fetched) == bare
+
+
 def test_the_answer_line_is_checked_as_the_answer_to_the_question(embedder: Any) -> None:
     """Three words are unlike any passage: "**Answer:** 6.8 inches (17.3 cm)" had similarity
     0.04 with the passage stating it, and was flagged; as the question's answer it is close."""

@@ -24,7 +24,7 @@ import numpy as np
 
 from core.ingest.chunking import sentence_ranges
 from core.library import Evidence
-from core.research.arithmetic import CONSTANTS, calculations
+from core.research.arithmetic import CONSTANTS, Calculation, calculations
 from core.research.schemas import FlaggedClaim, RemovedCitation
 from core.research.words import fold
 from graph.ids import parse_evidence_id
@@ -359,6 +359,24 @@ def _sentences(markdown: str) -> Iterator[tuple[str, str]]:
         yield from ((x, line) for x in sentences)
 
 
+def _rewrite_sentences(markdown: str, fn: Callable[[str, str], str | None]) -> str:
+    """``markdown`` with each sentence replaced by ``fn(sentence, its line)`` when that is not
+    None; the rest, line breaks and all, is kept as it was."""
+    out: list[str] = []
+    done = 0  # markdown[:done] is in out
+    pos = 0  # where the next sentence is looked for
+    for sentence, line in _sentences(markdown):
+        start = markdown.find(sentence, pos)
+        if start < 0:
+            continue
+        pos = start + len(sentence)
+        new = fn(sentence, line)
+        if new is not None:
+            out += [markdown[done:start], new]
+            done = pos
+    return "".join([*out, markdown[done:]])
+
+
 def narrow_citations(
     markdown: str, evidence: Callable[[str], Evidence | None], keep_lines: str | None = None
 ) -> str:
@@ -368,32 +386,94 @@ def narrow_citations(
     may hold a part: "$17.6 billion in 2022 and $15.8 billion in 2021"), and so do lines that
     start with ``keep_lines`` (the short answer line cites the hops that lead to the answer,
     not only the passage naming it)."""
-    out: list[str] = []
-    done = 0  # markdown[:done] is in out
-    pos = 0  # where the next sentence is looked for
-    for sentence, line in _sentences(markdown):
-        start = markdown.find(sentence, pos)
-        if start < 0:
-            continue
-        pos = start + len(sentence)
+
+    def narrowed(sentence: str, line: str) -> str | None:
         if keep_lines and line.lstrip().startswith(keep_lines):
-            continue
+            return None
         ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
         terms = key_terms(sentence)
         if len(ids) < 2 or not terms:
-            continue
+            return None
         held = [
             i
             for i in ids
             if (ev := evidence(i)) is not None and not terms_missing(terms, cited_text(ev))
         ]
-        if held and len(held) < len(ids):
-            dropped = "|".join(re.escape(f"[{i}]") for i in ids if i not in held)
-            kept = re.sub(r"[ \t]{2,}", " ", re.sub(dropped, "", sentence))
-            kept = re.sub(r"[ \t]+([.,;:]|$)", r"\1", kept)
-            out += [markdown[done:start], kept]
-            done = pos
-    return "".join([*out, markdown[done:]])
+        if not held or len(held) == len(ids):
+            return None
+        dropped = "|".join(re.escape(f"[{i}]") for i in ids if i not in held)
+        kept = re.sub(r"[ \t]{2,}", " ", re.sub(dropped, "", sentence))
+        return re.sub(r"[ \t]+([.,;:]|$)", r"\1", kept)
+
+    return _rewrite_sentences(markdown, narrowed)
+
+
+def complete_citations(
+    markdown: str,
+    evidence: Callable[[str], Evidence | None],
+    candidates: list[str],
+    question: str = "",
+    most: int = 2,
+) -> str:
+    """A cited sentence naming what its cited passages lack also cites passages of
+    ``candidates`` (those the run fetched, the writer's first) that hold it: at most ``most``,
+    each taken for holding the most of what is still lacking, then the most of the sentence
+    (the Brand passage, naming Ibsen and Norway, over one naming only Norway). When they
+    cannot hold all of it, the sentence is left as it is, for the claim check to flag. The
+    1.5B wrote "The bomb dropped on Akinoshu Kenji's birthplace was the Enola Gay [Enola
+    Gay]" with the passage on Akinoshu Kenji, born in Hiroshima, fetched beside it. The claim
+    check then judges the sentence against all it cites."""
+
+    def completed(sentence: str, _line: str) -> str | None:
+        ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
+        if not ids:
+            return None
+        derived = _calculated(sentence, question)[1]
+        asserted = [t for t in key_terms(sentence) if t not in derived]
+        found = [ev for ev in map(evidence, ids) if ev is not None]
+        missing = terms_missing(asserted, " ".join(map(cited_text, found)))
+        if not missing:
+            return None
+        texts = {
+            i: cited_text(ev)
+            for i in dict.fromkeys(candidates)
+            if i not in ids and (ev := evidence(i)) is not None
+        }
+
+        def cover(i: str, wanted: list[str]) -> tuple[int, int]:
+            """How many of ``wanted``, then of all asserted, candidate ``i`` holds."""
+            return (
+                len(wanted) - len(terms_missing(wanted, texts[i])),
+                len(asserted) - len(terms_missing(asserted, texts[i])),
+            )
+
+        added: list[str] = []
+        while missing and len(added) < most and texts:
+            best = max(texts, key=lambda i: cover(i, missing))  # the first of equals
+            if cover(best, missing)[0] == 0:
+                break
+            added.append(best)
+            missing = terms_missing(missing, texts.pop(best))
+        if missing or not added:
+            return None
+        end = [m.end() for m in _ID_TOKEN_RE.finditer(sentence)][-1]
+        return sentence[:end] + "".join(f"[{i}]" for i in added) + sentence[end:]
+
+    return _rewrite_sentences(markdown, completed)
+
+
+def _calculated(sentence: str, question: str) -> tuple[Calculation | None, set[str]]:
+    """The first calculation ``sentence`` writes out that does not hold, and the terms it need
+    not find in a passage: a result that holds is derived from its operands, and so are the
+    constants it brings (x 100 for a percentage) and the figures it takes from the question
+    (365)."""
+    calcs = calculations(_ID_TOKEN_RE.sub(" ", sentence))
+    wrong = next((c for c in calcs if not c.holds), None)
+    derived = {c.stated_text for c in calcs}
+    used = [o for c in calcs for o in c.operands]
+    derived |= {o for o in used if o in CONSTANTS}
+    derived |= set(used) - set(terms_missing(used, question))
+    return wrong, derived
 
 
 def check_claims(
@@ -416,18 +496,11 @@ def check_claims(
     claims: list[str] = []
     for sentence, line in _sentences(markdown):
         ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
-        calcs = calculations(_ID_TOKEN_RE.sub(" ", sentence))
-        wrong = next((c for c in calcs if not c.holds), None)
+        wrong, derived = _calculated(sentence, question)
         if wrong is not None:
             reason = f"the arithmetic does not hold: {wrong.text} (it comes to {wrong.comes_to})"
             flagged.append(FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason))
             continue
-        # a result that holds is derived from its operands: no passage needs to state it, nor
-        # the constants it brings (x 100 for a percentage) or takes from the question (365)
-        derived = {c.stated_text for c in calcs}
-        used = [o for c in calcs for o in c.operands]
-        derived |= {o for o in used if o in CONSTANTS}
-        derived |= set(used) - set(terms_missing(used, question))
         if not ids:
             around = [e for e in map(evidence, _ID_TOKEN_RE.findall(line)) if e is not None]
             reason = uncited_claim(sentence, line, around, question, derived)

@@ -30,6 +30,7 @@ from core.research.citations import (
     check_claims,
     citation_tokens,
     cite_quotations,
+    complete_citations,
     credibility,
     excerpt,
     mark_flagged,
@@ -435,6 +436,10 @@ def _finish(
             draft = bracket_labels(writer.repair(ctx, draft, [t for t, _ in still], labels), labels)
     text, removed = checker.canonicalize(draft)
     text = narrow_citations(text, fetched_or_span, keep_lines=writer.ANSWER_MARK)
+    # passages the writer was shown first, then the rest the run fetched: all are citable
+    text = complete_citations(
+        text, fetched_or_span, [*labels.values(), *ctx.fetched.ids()], st.question
+    )
     st.removed = removed
     if removed:
         st.reasons.append(f"{len(removed)} citation(s) could not be verified and were removed.")
