@@ -493,6 +493,16 @@ def test_a_sentence_naming_what_its_citations_lack_also_cites_a_fetched_passage_
         f"Akinoshu Kenji starred in a film in Japan [{gay}][{film}][{hiro}]."
     )
     assert complete_citations(two, passages.get, fetched, most=1) == two
+    # of passages holding as much of it, one the report cites already ("Hello Love (song)"
+    # over "Say Hello 2 Heaven")
+    starred = f"Then Akinoshu Kenji starred [{gay}]."
+    assert complete_citations(starred, passages.get, fetched) == (
+        f"Then Akinoshu Kenji starred [{gay}][{film}]."
+    )
+    born = f"He was born in Hiroshima [{kenji}]. "
+    assert complete_citations(born + starred, passages.get, fetched) == (
+        f"{born}Then Akinoshu Kenji starred [{gay}][{kenji}]."
+    )
     # what no fetched passage holds is left for the claim check to flag
     made_up = f"Akinoshu Kenji flew the Enola Gay in 1952 [{gay}]."
     assert complete_citations(made_up, passages.get, fetched) == made_up

@@ -417,12 +417,14 @@ def complete_citations(
 ) -> str:
     """A cited sentence naming what its cited passages lack also cites passages of
     ``candidates`` (those the run fetched, the writer's first) that hold it: at most ``most``,
-    each taken for holding the most of what is still lacking, then the most of the sentence
-    (the Brand passage, naming Ibsen and Norway, over one naming only Norway). When they
-    cannot hold all of it, the sentence is left as it is, for the claim check to flag. The
-    1.5B wrote "The bomb dropped on Akinoshu Kenji's birthplace was the Enola Gay [Enola
-    Gay]" with the passage on Akinoshu Kenji, born in Hiroshima, fetched beside it. The claim
-    check then judges the sentence against all it cites."""
+    each taken for holding the most of what is still lacking, then for being cited in the
+    report already ("Hello Love (song)" over "Say Hello 2 Heaven"), then for holding the most
+    of the sentence (the Brand passage, naming Ibsen and Norway, over one naming only
+    Norway). When they cannot hold all of it, the sentence is left as it is, for the claim
+    check to flag. The 1.5B wrote "The bomb dropped on Akinoshu Kenji's birthplace was the
+    Enola Gay [Enola Gay]" with the passage on Akinoshu Kenji, born in Hiroshima, fetched
+    beside it. The claim check then judges the sentence against all it cites."""
+    cited = set(_ID_TOKEN_RE.findall(markdown))
 
     def completed(sentence: str, _line: str) -> str | None:
         ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
@@ -440,10 +442,12 @@ def complete_citations(
             if i not in ids and (ev := evidence(i)) is not None
         }
 
-        def cover(i: str, wanted: list[str]) -> tuple[int, int]:
-            """How many of ``wanted``, then of all asserted, candidate ``i`` holds."""
+        def cover(i: str, wanted: list[str]) -> tuple[int, bool, int]:
+            """How many of ``wanted`` candidate ``i`` holds, whether the report cites it
+            already, and how many of all asserted it holds."""
             return (
                 len(wanted) - len(terms_missing(wanted, texts[i])),
+                i in cited,
                 len(asserted) - len(terms_missing(asserted, texts[i])),
             )
 
