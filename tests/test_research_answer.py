@@ -331,14 +331,22 @@ def test_a_report_sentence_naming_what_its_citation_lacks_also_cites_the_passage
         [
             short("", [], answered=False),
             "The Northport Harbor Authority, founded by Mayor Ellen Park, dredged its main "
-            "channel [E2].",
+            "channel [E2]. Then Mayor Ellen Park paid 12 million dollars in 2020 [E1].",
         ]
     )
     report, founded, dredging = _run_two_passages(research_app, "complete-cites", writer)
     assert writer.history[1].messages[-1].content.count("[E2] Northport Harbor Report") == 1
     assert [c.evidence_id for c in report.citations] == [dredging, founded]
-    assert report.flagged_claims == []
-    assert report.status == "answered", report.status_reasons
+    # the first sentence, all of which the founding passage holds, passes the check; the
+    # second holds all it names only with both passages, and is flagged for it
+    assert [(f.sentence.split(" [")[0], f.reason) for f in report.flagged_claims] == [
+        (
+            "Then Mayor Ellen Park paid 12 million dollars in 2020",
+            "its own citations lack 12, 2020; the passages added for them do not hold the "
+            "whole claim",
+        )
+    ]
+    assert "channel [1]." in report.markdown and "in 2020 [1]. ⚠" in report.markdown
 
 
 def test_a_supported_answer_is_not_asked_for_again(research_app: Sourcebook) -> None:

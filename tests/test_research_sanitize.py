@@ -478,40 +478,52 @@ def test_a_sentence_naming_what_its_citations_lack_also_cites_a_fetched_passage_
         other: evidence(other, "The B-29 Superfortress was built by Boeing."),
     }
     fetched = [film, kenji, hiro, other, gay]
-    said = "The bomb dropped on Akinoshu Kenji's birthplace Hiroshima was the Enola Gay"
-    text = f"**Answer:** Enola Gay [{gay}].\n\n{said} [{gay}]. Boeing built it [{other}]."
-    # the passage holding the missing names and more of the sentence is taken, and the claim
-    # check then finds all it names in what it cites
-    done = complete_citations(text, passages.get, fetched)
-    assert done == (
-        f"**Answer:** Enola Gay [{gay}].\n\n{said} [{gay}][{kenji}]. Boeing built it [{other}]."
+
+    def complete(text: str, most: int = 2) -> tuple[str, dict[str, list[str]]]:
+        return complete_citations(text, passages.get, fetched, most=most)
+
+    # a passage holding all the sentence says is taken over one holding only what it lacks,
+    # even one the report cites already;
+    # the claim check then finds all it names in what it cites
+    born = f"Sources say Akinoshu Kenji was born in Hiroshima [{hiro}]."
+    done = f"Sources say Akinoshu Kenji was born in Hiroshima [{hiro}][{kenji}]."
+    assert complete(f"**Answer:** Kenji [{film}].\n\n{born} It [{other}].") == (
+        f"**Answer:** Kenji [{film}].\n\n{done} It [{other}].",
+        {},
     )
     assert check_claims(done, passages.get, None) == []
+    # a sentence whose names only the added passage and the writer's together hold gets the
+    # passage, and is flagged: that they link as it says is not checked
+    bomb = f"The bomb dropped on Akinoshu Kenji's birthplace was the Enola Gay [{gay}]."
+    text, assembled = complete(bomb)
+    assert text == bomb.replace(f"[{gay}]", f"[{gay}][{film}]")
+    assert assembled == {text: ["Akinoshu", "Kenji"]}
+    assert [f.reason for f in check_claims(text, passages.get, None, assembled=assembled)] == [
+        "its own citations lack Akinoshu, Kenji; the passages added for them do not hold the "
+        "whole claim"
+    ]
     # two passages together, when no one holds all it lacks; never more than ``most``
     two = f"Akinoshu Kenji starred in a film in Japan [{gay}]."
-    assert complete_citations(two, passages.get, fetched) == (
-        f"Akinoshu Kenji starred in a film in Japan [{gay}][{film}][{hiro}]."
-    )
-    assert complete_citations(two, passages.get, fetched, most=1) == two
+    assert complete(two)[0] == f"Akinoshu Kenji starred in a film in Japan [{gay}][{film}][{hiro}]."
+    assert complete(two, most=1) == (two, {})
     # of passages holding as much of it, one the report cites already ("Hello Love (song)"
     # over "Say Hello 2 Heaven")
     starred = f"Then Akinoshu Kenji starred [{gay}]."
-    assert complete_citations(starred, passages.get, fetched) == (
-        f"Then Akinoshu Kenji starred [{gay}][{film}]."
-    )
-    born = f"He was born in Hiroshima [{kenji}]. "
-    assert complete_citations(born + starred, passages.get, fetched) == (
-        f"{born}Then Akinoshu Kenji starred [{gay}][{kenji}]."
+    assert complete(starred)[0] == f"Then Akinoshu Kenji starred [{gay}][{film}]."
+    wrestled = f"He wrestled [{kenji}]. "
+    assert (
+        complete(wrestled + starred)[0]
+        == f"{wrestled}Then Akinoshu Kenji starred [{gay}][{kenji}]."
     )
     # what no fetched passage holds is left for the claim check to flag
     made_up = f"Akinoshu Kenji flew the Enola Gay in 1952 [{gay}]."
-    assert complete_citations(made_up, passages.get, fetched) == made_up
+    assert complete(made_up) == (made_up, {})
     assert [f.reason for f in check_claims(made_up, passages.get, None)] == [
         "not in the cited text: 1952, Kenji"
     ]
     # an uncited sentence is the claim check's to judge
     bare = "Akinoshu Kenji was born in Hiroshima."
-    assert complete_citations(bare, passages.get, fetched) == bare
+    assert complete(bare) == (bare, {})
 
 
 def test_the_answer_line_is_checked_as_the_answer_to_the_question(embedder: Any) -> None:

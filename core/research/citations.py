@@ -16,7 +16,7 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -414,17 +414,25 @@ def complete_citations(
     candidates: list[str],
     question: str = "",
     most: int = 2,
-) -> str:
+) -> tuple[str, dict[str, list[str]]]:
     """A cited sentence naming what its cited passages lack also cites passages of
-    ``candidates`` (those the run fetched, the writer's first) that hold it: at most ``most``,
-    each taken for holding the most of what is still lacking, then for being cited in the
-    report already ("Hello Love (song)" over "Say Hello 2 Heaven"), then for holding the most
-    of the sentence (the Brand passage, naming Ibsen and Norway, over one naming only
-    Norway). When they cannot hold all of it, the sentence is left as it is, for the claim
-    check to flag. The 1.5B wrote "The bomb dropped on Akinoshu Kenji's birthplace was the
-    Enola Gay [Enola Gay]" with the passage on Akinoshu Kenji, born in Hiroshima, fetched
-    beside it. The claim check then judges the sentence against all it cites."""
+    ``candidates`` (those the run fetched, the writer's first) that hold it; returns the
+    markdown and, for each sentence so completed whose added passages do not hold all of it
+    alone, what its own citations lacked (the claim check flags it: that the passages link
+    as the sentence says is not checked).
+
+    At most ``most`` passages are added, each taken for holding the most of what is still
+    lacking, then for holding all of the sentence (the Brand passage, naming Ibsen and
+    Norway, over one naming only Norway), then for being cited in the report already ("Hello
+    Love (song)" over "Say Hello 2 Heaven"), then for holding the most of the sentence. When
+    they cannot hold all it lacks, the sentence is left as it is, for the claim check to flag.
+    The 1.5B wrote "The bomb dropped on Akinoshu Kenji's birthplace was the Enola Gay [Enola
+    Gay]" with the passage on Akinoshu Kenji, born in Hiroshima, fetched beside it; and "The
+    composer of Aschenbrödel was Johann Strauss III [Johann Strauss III]" beside the passage
+    naming Johann Strauss II: both get the passage naming what they lacked, and both stay
+    flagged."""
     cited = set(_ID_TOKEN_RE.findall(markdown))
+    assembled: dict[str, list[str]] = {}
 
     def completed(sentence: str, _line: str) -> str | None:
         ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
@@ -433,8 +441,8 @@ def complete_citations(
         derived = _calculated(sentence, question)[1]
         asserted = [t for t in key_terms(sentence) if t not in derived]
         found = [ev for ev in map(evidence, ids) if ev is not None]
-        missing = terms_missing(asserted, " ".join(map(cited_text, found)))
-        if not missing:
+        lacked = terms_missing(asserted, " ".join(map(cited_text, found)))
+        if not lacked:
             return None
         texts = {
             i: cited_text(ev)
@@ -442,28 +450,35 @@ def complete_citations(
             if i not in ids and (ev := evidence(i)) is not None
         }
 
-        def cover(i: str, wanted: list[str]) -> tuple[int, bool, int]:
-            """How many of ``wanted`` candidate ``i`` holds, whether the report cites it
-            already, and how many of all asserted it holds."""
+        def cover(i: str, wanted: list[str]) -> tuple[int, bool, bool, int]:
+            held = len(asserted) - len(terms_missing(asserted, texts[i]))
             return (
                 len(wanted) - len(terms_missing(wanted, texts[i])),
+                held == len(asserted),
                 i in cited,
-                len(asserted) - len(terms_missing(asserted, texts[i])),
+                held,
             )
 
         added: list[str] = []
+        alone = False
+        missing = lacked
         while missing and len(added) < most and texts:
             best = max(texts, key=lambda i: cover(i, missing))  # the first of equals
-            if cover(best, missing)[0] == 0:
+            took = cover(best, missing)
+            if took[0] == 0:
                 break
             added.append(best)
+            alone = alone or took[1]
             missing = terms_missing(missing, texts.pop(best))
         if missing or not added:
             return None
         end = [m.end() for m in _ID_TOKEN_RE.finditer(sentence)][-1]
-        return sentence[:end] + "".join(f"[{i}]" for i in added) + sentence[end:]
+        done = sentence[:end] + "".join(f"[{i}]" for i in added) + sentence[end:]
+        if not alone:
+            assembled[done] = lacked
+        return done
 
-    return _rewrite_sentences(markdown, completed)
+    return _rewrite_sentences(markdown, completed), assembled
 
 
 def _calculated(sentence: str, question: str) -> tuple[Calculation | None, set[str]]:
@@ -486,6 +501,7 @@ def check_claims(
     embed: Callable[[list[str]], np.ndarray] | None,
     question: str = "",
     answer_lines: str | None = None,
+    assembled: Mapping[str, list[str]] | None = None,
 ) -> list[FlaggedClaim]:
     """Flag cited sentences whose terms are missing from, or unlike, their cited text, and
     uncited ones that assert what neither the question nor a citation on their line holds
@@ -494,7 +510,11 @@ def check_claims(
     A line starting with ``answer_lines`` answers the question ("**Answer:** 6.8 inches"): it
     is compared with its cited text as the question and the answer together, which is what it
     claims; three words alone are unlike any passage (similarity 0.04 with the one stating
-    "an average snowfall of 6.8 inches")."""
+    "an average snowfall of 6.8 inches").
+
+    A sentence in ``assembled`` (:func:`complete_citations`) holds all it names only with
+    passages the program added beside those the writer cited; it is flagged with what the
+    writer's citations lacked."""
     flagged: list[FlaggedClaim] = []
     items: list[tuple[str, list[str], str]] = []
     claims: list[str] = []
@@ -523,6 +543,13 @@ def check_claims(
                     reason="not in the cited text: " + ", ".join(missing[:6]),
                 )
             )
+            continue
+        if assembled and sentence in assembled:
+            reason = (
+                f"its own citations lack {', '.join(assembled[sentence][:6])}; the passages "
+                "added for them do not hold the whole claim"
+            )
+            flagged.append(FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason))
             continue
         items.append((sentence, ids, " ".join(texts)))
         claim = _ID_TOKEN_RE.sub(" ", sentence)

@@ -437,7 +437,7 @@ def _finish(
     text, removed = checker.canonicalize(draft)
     text = narrow_citations(text, fetched_or_span, keep_lines=writer.ANSWER_MARK)
     # passages the writer was shown first, then the rest the run fetched: all are citable
-    text = complete_citations(
+    text, assembled = complete_citations(
         text, fetched_or_span, [*labels.values(), *ctx.fetched.ids()], st.question
     )
     st.removed = removed
@@ -449,6 +449,7 @@ def _finish(
         lambda xs: ctx.library.embedder.embed(xs),
         st.question,
         answer_lines=writer.ANSWER_MARK,
+        assembled=assembled,
     )
     if st.flagged:
         st.reasons.append(
