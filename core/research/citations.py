@@ -4,10 +4,12 @@ A citation is valid only if its evidence id was fetched completely in this run (
 valid when its passage was) and it lies inside the boundary. Invalid citations go back to the
 writer once (ids that exist in the boundary are fetched instead); what still fails is removed
 and recorded with the reason. A sentence citing several passages keeps those that hold what it
-says (:func:`narrow_citations`). Then each cited sentence is compared with its cited text:
-numbers, dates and names in the sentence must appear there (a place may appear as its demonym),
-and the sentence must be semantically close to it (embedder cosine); calculations it writes out
-are redone (:mod:`core.research.arithmetic`). Unsupported claims are flagged, not hidden.
+says (:func:`narrow_citations`); one naming what its passages lack also cites passages the run
+fetched that hold it (:func:`complete_citations`). Then each cited sentence is compared with
+its cited text: numbers, dates and names in the sentence must appear there (a place may appear
+as its demonym), and the sentence must be semantically close to it (embedder cosine);
+calculations it writes out are redone (:mod:`core.research.arithmetic`). Unsupported claims
+are flagged, not hidden, and so are claims whose support the completion pieced together.
 """
 
 from __future__ import annotations

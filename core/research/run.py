@@ -3,7 +3,8 @@
 Stages: (optional) routing -> plan (user's, planner's, or the recorded fallback) -> researcher
 workers in dependency batches, concurrent up to ``max_workers`` -> sufficiency check and
 follow-up rounds for gaps -> short cited answer -> writer (streamed) -> citation check with one
-repair pass -> claim-support check -> sanitize and renumber -> ``Report`` with a status.
+repair pass -> citation completion -> claim-support check -> sanitize and renumber ->
+``Report`` with a status.
 
 Every step goes through the task log first, so rerunning the same task name resumes.
 """
