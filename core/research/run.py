@@ -437,10 +437,9 @@ def _finish(
             draft = bracket_labels(writer.repair(ctx, draft, [t for t, _ in still], labels), labels)
     text, removed = checker.canonicalize(draft)
     text = narrow_citations(text, fetched_or_span, keep_lines=writer.ANSWER_MARK)
-    # passages the writer was shown first, then the rest the run fetched: all are citable
-    text, assembled = complete_citations(
-        text, fetched_or_span, [*labels.values(), *ctx.fetched.ids()], st.question
-    )
+    # passages the writer was shown first, then the rest the run fetched, as the checker allows
+    citable = [i for i in [*labels.values(), *ctx.fetched.ids()] if checker.resolve(i)[0]]
+    text, assembled = complete_citations(text, fetched_or_span, citable, st.question)
     st.removed = removed
     if removed:
         st.reasons.append(f"{len(removed)} citation(s) could not be verified and were removed.")
