@@ -483,8 +483,8 @@ def test_a_sentence_naming_what_its_citations_lack_also_cites_a_fetched_passage_
         return complete_citations(text, passages.get, fetched, most=most)
 
     # a passage holding all the sentence says is taken over one holding only what it lacks,
-    # even one the report cites already;
-    # the claim check then finds all it names in what it cites
+    # even one the report cites already; the claim check then finds all it names in what it
+    # cites
     born = f"Sources say Akinoshu Kenji was born in Hiroshima [{hiro}]."
     done = f"Sources say Akinoshu Kenji was born in Hiroshima [{hiro}][{kenji}]."
     assert complete(f"**Answer:** Kenji [{film}].\n\n{born} It [{other}].") == (
