@@ -434,6 +434,9 @@ def complete_citations(
     naming Johann Strauss II: both get the passage naming what they lacked, and both stay
     flagged."""
     cited = set(_ID_TOKEN_RE.findall(markdown))
+    held_by = {
+        i: cited_text(ev) for i in dict.fromkeys(candidates) if (ev := evidence(i)) is not None
+    }
     assembled: dict[str, list[str]] = {}
 
     def completed(sentence: str, _line: str) -> str | None:
@@ -446,11 +449,7 @@ def complete_citations(
         lacked = terms_missing(asserted, " ".join(map(cited_text, found)))
         if not lacked:
             return None
-        texts = {
-            i: cited_text(ev)
-            for i in dict.fromkeys(candidates)
-            if i not in ids and (ev := evidence(i)) is not None
-        }
+        texts = {i: text for i, text in held_by.items() if i not in ids}
 
         def cover(i: str, wanted: list[str]) -> tuple[int, bool, bool, int]:
             held = len(asserted) - len(terms_missing(asserted, texts[i]))
