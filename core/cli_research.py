@@ -88,6 +88,13 @@ def add_parsers(sub: Any) -> dict[str, Handler]:
         help="Name for this series of runs: task names are eval-MODEL[-TAG]-QID, so a rerun with "
         "the same tag and --library reuses finished runs and a new tag runs them anew.",
     )
+    v.add_argument(
+        "--own-docs",
+        action="store_true",
+        help="FinanceBench: each run (and the baseline search) reads only the filing(s) its "
+        "question names (doc_name), FinanceBench's single-document setting. Default: the whole "
+        "library.",
+    )
     v.add_argument("--quiet", action="store_true", help="No run progress on stderr.")
     return {"research": cmd_research, "tasks": cmd_tasks, "export": cmd_export, "eval": cmd_eval}
 
@@ -256,7 +263,8 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
             print(f"using the {ingest['documents']} documents already there", file=sys.stderr)
         else:
             print(f"ingested: {ingest}", file=sys.stderr)
-        tag = re.sub(r"[^a-z0-9.]+", "-", f"{model} {args.tag}".strip().lower())[:60]
+        series = f"{model} {args.tag} {'own-docs' if args.own_docs else ''}"
+        tag = re.sub(r"[^a-z0-9.]+", "-", series.strip().lower())[:60]
         evaluator = ev.Evaluator(
             lab,
             dataset,
@@ -264,6 +272,7 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
             ks=ks,
             task_prefix=f"eval-{tag}",
             corpus=args.corpus,
+            own_docs=args.own_docs,
             on_event=None if args.quiet else _eval_progress,
         )
 
@@ -328,7 +337,12 @@ def format_eval(result: Any) -> str:
         + f"{'fetR':>6}{'hops':>6}{'EM':>5}{'F1':>6}{'F1*':>6}{'citP':>6}{'citR':>6}"
         + f"{'page':>6}{'inv':>4}{'sec':>7}"
     )
-    lines = [f"{s.dataset}: {s.questions} question(s), model {s.model}", head, "-" * len(head)]
+    scope = ", each within its own filing" if result.scope == "own-docs" else ""
+    lines = [
+        f"{s.dataset}: {s.questions} question(s), model {s.model}{scope}",
+        head,
+        "-" * len(head),
+    ]
     for r in result.questions:
         acc = r.page_accuracy if r.page_accuracy is not None else r.quote_accuracy
         lines.append(

@@ -19,6 +19,8 @@ notes' fetched ids plus every complete fetch of the run in the task log), per-ho
 (MuSiQue), answer EM/F1 (first sentence and best sentence), citation precision and recall on
 gold units, a re-check of every citation (invalid citations), and whether each cited text is
 really in its source: on the cited PDF pages (read again with PyMuPDF), or in the corpus record.
+Runs read the whole library; with ``own_docs`` (FinanceBench), each run and its baseline search
+read only the filings its question names, the benchmark's usual single-document setting.
 
 Threading: one :class:`Evaluator` runs questions one after another on the calling thread.
 """
@@ -53,7 +55,7 @@ from core.eval_metrics import (
     text_held,
 )
 from core.research.run import FINAL
-from core.research.schemas import Report, RunEvent
+from core.research.schemas import Boundary, Report, RunEvent
 from core.service import Sourcebook
 from graph.schemas import Document
 from models.llm import LLM
@@ -90,6 +92,10 @@ class EvalQuestion(BaseModel):
     answers: list[str] = Field(description="The gold answer, then its aliases.")
     gold: list[str]
     hops: list[str] = Field(default_factory=list, description="MuSiQue: each hop's gold unit.")
+    docs: list[str] = Field(
+        default_factory=list,
+        description="FinanceBench: the filing(s) the question is about (``doc_name``).",
+    )
 
 
 def page_unit(doc_name: str, page_index: int) -> str:
@@ -135,12 +141,14 @@ def load_questions(path: Path) -> tuple[Dataset, list[EvalQuestion]]:
                     page_unit(e.get("doc_name") or r["doc_name"], int(e["evidence_page_num"]))
                     for e in r["evidence"]
                 ]
+                named = [r.get("doc_name"), *(e.get("doc_name") for e in r["evidence"])]
                 out.append(
                     EvalQuestion(
                         qid=str(r.get("financebench_id") or f"q{i}"),
                         question=r["question"],
                         answers=[r["answer"]],
                         gold=list(dict.fromkeys(units)),
+                        docs=list(dict.fromkeys(str(n) for n in named if n)),
                     )
                 )
         except (KeyError, TypeError, ValueError) as exc:
@@ -238,13 +246,20 @@ class Evaluator:
         ks: list[int],
         task_prefix: str,
         corpus: Path | None = None,
+        own_docs: bool = False,
         on_event: Callable[[str, RunEvent], None] | None = None,
     ) -> None:
+        if own_docs and dataset != "financebench":
+            raise ConfigError(
+                "Only FinanceBench questions name the documents they are about.",
+                hint="Drop --own-docs for MuSiQue questions.",
+            )
         self.app = app
         self.dataset = dataset
         self.models = models
         self.ks = sorted(set(ks))
         self.task_prefix = task_prefix
+        self.own_docs = own_docs
         self.on_event = on_event
         self.records, aliases = corpus_records(corpus)
         self.map = UnitMap(dataset, app.documents(include_superseded=False), aliases)
@@ -256,10 +271,27 @@ class Evaluator:
 
     # -------------------------------------------------------------- one question
 
+    def scope(self, q: EvalQuestion) -> tuple[str, ...]:
+        """The documents a question's run and baseline search may read: with ``own_docs``, the
+        filings it names; otherwise none named, which is the whole library."""
+        if not self.own_docs:
+            return ()
+        ids = tuple(d for d, key in self.map.key.items() if key in q.docs)
+        if not ids:
+            raise NotFoundError(
+                f"Question {q.qid} is about {', '.join(q.docs) or 'no named document'}, "
+                "which is not in the evaluation library.",
+                hint="Pass the folder holding its PDF with --docs and a new --library.",
+            )
+        return ids
+
     def evaluate(self, q: EvalQuestion) -> QuestionResult:
         gold = self.map.gold(q.gold)
         hops = self.map.gold(q.hops)
-        hits = self.app.search(q.question, k=max(self.ks), mode="hybrid", graph=False)
+        scope = self.scope(q)
+        hits = self.app.search(
+            q.question, k=max(self.ks), doc_refs=scope, mode="hybrid", graph=False
+        )
         ranked = [self.map.units(h.doc_id, pages0(h.page_start, h.page_end)) for h in hits]
         baseline = {f"@{k}": recall({u for us in ranked[:k] for u in us}, gold) for k in self.ks}
         k_hop = 5 if 5 in self.ks else max(self.ks)
@@ -289,7 +321,13 @@ class Evaluator:
 
         t0 = time.perf_counter()
         try:
-            report = self.app.research(q.question, models=self.models, task=task, on_event=on_event)
+            report = self.app.research(
+                q.question,
+                models=self.models,
+                task=task,
+                boundary=Boundary(doc_refs=scope),
+                on_event=on_event,
+            )
         except SourcebookError as exc:
             logger.warning("research for %s failed: %s", q.qid, exc)
             res.error = str(exc)
@@ -469,6 +507,8 @@ def run_eval(
     on_result: Callable[[int, QuestionResult, EvalResult], None] | None = None,
 ) -> EvalResult:
     """Evaluate the questions in order; ``on_result`` sees each result and the totals so far."""
+    for q in questions:
+        evaluator.scope(q)  # a question about a missing filing fails before hours of runs
     gold_units = [u for q in questions for u in q.gold]
     unmapped = list(dict.fromkeys(evaluator.map.unmapped(gold_units)))
     if unmapped:
@@ -487,6 +527,7 @@ def run_eval(
                 unmapped=unmapped,
             ),
             ingest=ingest,
+            scope="own-docs" if evaluator.own_docs else "library",
             questions=list(results),
         )
 
@@ -504,6 +545,12 @@ def select(
         picked = [q for q in questions if q.qid in only]
         missing = set(only) - {q.qid for q in picked}
         if missing:
-            raise NotFoundError(f"No question with id {', '.join(sorted(missing))}.")
+            close = sorted({q.qid for q in questions for m in missing if m in q.qid})[:3]
+            raise NotFoundError(
+                f"No question with id {', '.join(sorted(missing))}.",
+                hint=f"Did you mean {', '.join(close)}?"
+                if close
+                else f"Ids are the file's question ids, such as {questions[0].qid}.",
+            )
         questions = picked
     return questions[:limit] if limit is not None else questions

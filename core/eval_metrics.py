@@ -281,6 +281,11 @@ class EvalSummary(BaseModel):
 class EvalResult(BaseModel):
     summary: EvalSummary
     ingest: dict[str, Any] = Field(default_factory=dict)
+    scope: Literal["library", "own-docs"] = Field(
+        "library",
+        description="What each run could read: the whole library, or (own-docs) only the "
+        "filings its question names.",
+    )
     answer_extraction: str = (
         "first: first sentence of the first non-heading line of the report; best: the report "
         "sentence with the highest token F1 (SQuAD normalisation, best over answer + aliases)"

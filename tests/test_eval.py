@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 from conftest import shared_eval
-from pdfgen import make_multipage_pdf
+from pdfgen import make_multipage_pdf, write_pdf
 from research_fixtures import act, notes, plan
 
 from core.cli_research import add_parsers
+from core.errors import ConfigError, NotFoundError
 from core.eval import Evaluator, load_questions, page_unit
 from core.eval_metrics import (
     exact_match,
@@ -382,10 +383,78 @@ def test_eval_financebench_command(
     app.close()
 
 
-def test_eval_usage_errors(tmp_path: Path, embedder: Any) -> None:
-    from core.errors import ConfigError
+def test_eval_own_docs_bounds_each_run_to_the_filing_its_question_names(
+    tmp_path: Path, embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = tmp_path / "pdfs"
+    docs.mkdir()
+    texts = make_multipage_pdf(docs / "ACME_2023_10K.pdf", 2)
+    write_pdf(docs / "ZENITH_2023_10K.pdf", ["Zenith Corp revenue was 999 million dollars."])
+    scratch = Sourcebook(tmp_path / "scratch", embedder=embedder)
+    scratch.add([docs])
+    ids = {
+        (Path(d.source_uri).stem, p.page_start): p.passage_id
+        for d in scratch.documents()
+        for p in scratch.library.store.get_document_passages(d.doc_id)
+    }
+    scratch.close()
+    acme, zenith = ids[("ACME_2023_10K", 1)], ids[("ZENITH_2023_10K", 0)]
+    q = "What was the revenue on page two?"
+    row = {
+        "financebench_id": "fb_2",
+        "doc_name": "ACME_2023_10K",
+        "question": q,
+        "answer": "Page number 2.",
+        "evidence": [
+            {"evidence_text": texts[1], "doc_name": "ACME_2023_10K", "evidence_page_num": 1}
+        ],
+    }
+    questions = _jsonl(tmp_path / "fb.jsonl", [row])
+    assert load_questions(questions)[1][0].docs == ["ACME_2023_10K"]
+    llms = _models(
+        [plan(("q1", q, []))],
+        [
+            act("fetch_evidence", evidence_id=zenith),
+            act("fetch_evidence", evidence_id=acme),
+            act("finish"),
+            notes(("Page 2 holds the body text of page number 2.", [acme])),
+        ],
+        [f"Revenue was 999 million dollars [{zenith}]. Page 2 is about page number 2 [{acme}]."]
+        * 2,  # the draft, then the repair pass keeping the citation it cannot back
+    )
+    home = tmp_path / "home"
+    app = Sourcebook(home, settings=SETTINGS, embedder=embedder)
+    out, lab = tmp_path / "fb.json", tmp_path / "lab"
+    argv = ["eval", str(questions), "--docs", str(docs), "--library", str(lab), "--out", str(out)]
+    assert _cli(app, [*argv, "--own-docs"], llms) == 0, capsys.readouterr().err
+    data = json.loads(out.read_text())
+    r = data["questions"][0]
+    assert data["scope"] == "own-docs" and r["task"].endswith("-own-docs-fb_2")
+    assert "each within its own filing" in capsys.readouterr().out
+    # the other filing was neither found nor fetched, so its citation is removed
+    lab_app = Sourcebook(lab, settings=SETTINGS, embedder=embedder)
+    saved = lab_app.task_log()
+    events = saved.events(r["task"])
+    tools = [e.payload for e in events if isinstance(e.payload, dict) and "ids" in e.payload]
+    saved.close()
+    lab_app.close()
+    assert any(t["tool"] == "discover_evidence" for t in tools)
+    assert [t["tool"] for t in tools if acme in t["ids"]][-1] == "fetch_evidence"
+    assert all(zenith not in t["ids"] for t in tools)
+    assert r["citations"] == 1 and r["removed_citations"] == 1
+    assert r["fetched_gold"] == [page_unit("ACME_2023_10K", 1)]
+    # a question about a filing the library lacks fails before any run starts
+    row["doc_name"] = "MISSING_10K"
+    row["evidence"][0]["doc_name"] = "MISSING_10K"
+    _jsonl(questions, [row])
+    with pytest.raises(NotFoundError, match="MISSING_10K"):
+        _cli(app, [*argv, "--own-docs"], _models([], [], []))
+    app.close()
 
-    questions, _ = _musique_files(tmp_path)
+
+def test_eval_usage_errors(tmp_path: Path, embedder: Any) -> None:
+
+    questions, corpus = _musique_files(tmp_path)
     app = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
     with pytest.raises(ConfigError, match="corpus"):
         _cli(app, ["eval", str(questions)], _models([], [], []))
@@ -394,6 +463,20 @@ def test_eval_usage_errors(tmp_path: Path, embedder: Any) -> None:
         _cli(app, ["eval", str(bad)], _models([], [], []))
     with pytest.raises(ConfigError, match="--k"):
         _cli(app, ["eval", str(questions), "--k", "0,a"], _models([], [], []))
+    # a question id without its prefix: the error names the ids that hold it
+    only = ["eval", str(questions), "--corpus", str(corpus), "--only", "1"]
+    with pytest.raises(NotFoundError, match="No question with id 1") as missing:
+        _cli(app, only, _models([], [], []))
+    assert missing.value.hint == "Did you mean 2hop__1?"
+    with pytest.raises(NotFoundError) as missing:
+        _cli(app, [*only[:-1], "q9"], _models([], [], []))
+    assert missing.value.hint == "Ids are the file's question ids, such as 2hop__1."
+    with pytest.raises(ConfigError, match="Only FinanceBench"):
+        _cli(
+            app,
+            ["eval", str(questions), "--corpus", str(corpus), "--own-docs"],
+            _models([], [], []),
+        )
     app.close()
 
 
@@ -412,6 +495,7 @@ def test_shared_eval_formats_load() -> None:
     stems = {p.stem for p in (fb.parent / "pdfs").glob("*.pdf")}
     assert dataset == "financebench"
     assert all(u.rsplit("@", 1)[0] in stems for q in qs for u in q.gold)
+    assert all(q.docs and set(q.docs) <= stems for q in qs)  # --own-docs finds every filing
 
 
 @pytest.mark.slow
