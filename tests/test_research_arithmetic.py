@@ -25,6 +25,13 @@ def test_calculations_are_redone_to_the_stated_precision() -> None:
         ("30.8", True),
     ]
     assert _checked("6,098 / 17,606 = 34.6%") == [("34.6", True)]
+    # ... but not when the expression multiplies by 100 itself (the 1.5B's FinanceBench 04458)
+    netflix = "(609 / 83,779) * 100 ≈ 59.77%"
+    assert _checked(netflix) == [("59.77", False)]
+    assert calculations(netflix)[0].comes_to == "0.7269%"
+    assert _checked("(609 / 83,779) * 100 ≈ 72.69%") == [("72.69", False)]
+    assert _checked("100 × 609 / 83,779 ≈ 0.73%") == [("0.73", True)]
+    assert calculations("(609 / 83,779) ≈ 59.77%")[0].comes_to == "0.7269%"
     assert _checked("365 × (1,000 + 2,000) / 2 = 547,500 and 5 x 3 = 16") == [
         ("547500", True),
         ("16", False),

@@ -11,7 +11,8 @@ comes to.
 Only explicit calculations are read: numbers joined by + - * / × ÷ (with parentheses), then
 = or ≈ and the stated result. A stated result may round: "≈ 50.0%" holds for 50.005, "= 59,293"
 for 59,293.4; "≈" also allows half a percent of the result. A percentage may be stated for a
-fraction (0.308 = 30.8%).
+fraction (0.308 = 30.8%), unless the expression already multiplies by 100: "(609 / 83,779) *
+100 ≈ 59.77%" comes to 0.7269%, and 72.69% would not hold either.
 """
 
 from __future__ import annotations
@@ -49,13 +50,15 @@ class Calculation:
     holds: bool
     percent: bool = False  # the result is stated as a percentage
     operands: tuple[str, ...] = ()  # the numbers it uses, as :func:`operands` spells them
+    scaled: bool = False  # the expression multiplies by 100 itself
 
     @property
     def comes_to(self) -> str:
         """The expression's value, written like the stated result with two more decimals (a
         fraction stated as a percentage shown as one: 0.308 for "10.0%" is "30.800%")."""
         decimals = len(self.stated_text.split(".")[1]) if "." in self.stated_text else 0
-        value = 100 * self.value if self.percent and abs(self.value) < 1 else self.value
+        fraction = self.percent and not self.scaled and abs(self.value) < 1
+        value = 100 * self.value if fraction else self.value
         return f"{value:,.{decimals + 2}f}" + ("%" if self.percent else "")
 
 
@@ -105,6 +108,7 @@ def _close(value: float, stated: str, approx: bool) -> bool:
     return bool(abs(value - target) <= slack)
 
 
+_BY_100 = re.compile(r"[*×x]\s*100(?![\d,.])|(?<![\d,.])100\s*[*×x]")
 _THEN = re.compile(rf"\s*(?P<rel>=|≈|~=|~)\s*(?P<result>-?{_NUMBER})\s*(?P<pct>%)?")
 
 
@@ -117,18 +121,26 @@ def calculations(sentence: str) -> list[Calculation]:
         if value is None:
             continue
         expr = m.group("expr")
+        scaled = _BY_100.search(expr) is not None
         step: re.Match[str] | None = m
         while step is not None:
             stated = _number(step.group("result"))
             approx = step.group("rel") != "="
+            percent = step.group("pct") is not None
             holds = _close(value, stated, approx) or (
-                step.group("pct") is not None and _close(100 * value, stated, approx)
+                percent and not scaled and _close(100 * value, stated, approx)
             )
             text = " ".join((m.group(0) if step is m else expr + step.group(0)).split())
-            percent = step.group("pct") is not None
             out.append(
                 Calculation(
-                    text, value, float(stated), stated, holds, percent, tuple(operands(expr))
+                    text,
+                    value,
+                    float(stated),
+                    stated,
+                    holds,
+                    percent,
+                    tuple(operands(expr)),
+                    scaled,
                 )
             )
             step = _THEN.match(sentence, step.end())
