@@ -35,6 +35,8 @@ _OPS: dict[type, Callable[[float, float], float]] = {
     ast.Mult: operator.mul,
     ast.Div: operator.truediv,
 }
+# An expression that multiplies by 100 itself: its value is already a percentage.
+TIMES_100 = re.compile(r"[*×x]\s*100(?![\d,.])|(?<![\d,.])100\s*[*×x]")
 APPROX_SHARE = 0.005  # "≈" allows this share of the result beyond its rounding
 # Numbers a calculation brings itself, needing no source: percent, thousands, halves (an
 # average of two), and the months, quarters and days of a year.
@@ -108,7 +110,6 @@ def _close(value: float, stated: str, approx: bool) -> bool:
     return bool(abs(value - target) <= slack)
 
 
-_BY_100 = re.compile(r"[*×x]\s*100(?![\d,.])|(?<![\d,.])100\s*[*×x]")
 _THEN = re.compile(rf"\s*(?P<rel>=|≈|~=|~)\s*(?P<result>-?{_NUMBER})\s*(?P<pct>%)?")
 
 
@@ -121,7 +122,7 @@ def calculations(sentence: str) -> list[Calculation]:
         if value is None:
             continue
         expr = m.group("expr")
-        scaled = _BY_100.search(expr) is not None
+        scaled = TIMES_100.search(expr) is not None
         step: re.Match[str] | None = m
         while step is not None:
             stated = _number(step.group("result"))

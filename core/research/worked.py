@@ -18,11 +18,10 @@ import re
 from dataclasses import dataclass
 
 from core.library import Evidence
-from core.research.arithmetic import CONSTANTS, evaluate, operands
+from core.research.arithmetic import CONSTANTS, TIMES_100, evaluate, operands
 
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 _YEAR = re.compile(r"(?:19|20)\d\d")
-_TIMES_100 = re.compile(r"[*×]\s*100(?![\d,.])|(?<![\d,.])100\s*[*×]")
 _PERCENT = re.compile(r"%|\bpercent", re.IGNORECASE)
 _DECIMALS = re.compile(r"\b(zero|one|two|three|four|\d)\s+decimal", re.IGNORECASE)
 _YES_NO = re.compile(r"(?:yes|no)\b", re.IGNORECASE)
@@ -95,7 +94,7 @@ def worked_answer(
     if said is None and answer and not _YES_NO.match(answer):
         return None  # a name or a place answered; a calculation beside it is noise
     expr = _NUMBER.sub(lambda m: _spelled(m.group(0)), expr)
-    percent = bool(_TIMES_100.search(expr))
+    percent = bool(TIMES_100.search(expr))
     fraction = abs(value) < 10  # a ratio, not already a percentage or an amount
     if not percent and fraction and (_PERCENT.search(answer) or _PERCENT.search(question)):
         percent, value, expr = True, value * 100, f"({expr}) * 100"
