@@ -186,6 +186,21 @@ def _models(plans: list[Any], researcher: list[Any], writer: list[Any]) -> dict[
     }
 
 
+def _ids_by_page(root: Path, embedder: Any, docs: Path) -> dict[tuple[str, int], str]:
+    """As :func:`_ids_by_external`, for a folder of PDFs: (file stem, 0-based page) -> id."""
+    scratch = Sourcebook(root / "scratch", embedder=embedder)
+    try:
+        scratch.add([docs])
+        return {
+            (Path(d.source_uri).stem, p.page_start): p.passage_id
+            for d in scratch.documents()
+            for p in scratch.library.store.get_document_passages(d.doc_id)
+            if p.page_start is not None
+        }
+    finally:
+        scratch.close()
+
+
 # ----------------------------------------------------------------------------- MuSiQue
 
 
@@ -327,13 +342,7 @@ def test_eval_financebench_command(
     docs = tmp_path / "pdfs"
     docs.mkdir()
     texts = make_multipage_pdf(docs / "ACME_2023_10K.pdf", 4)
-    scratch = Sourcebook(tmp_path / "scratch", embedder=embedder)
-    scratch.add([docs])
-    by_page = {}
-    for d in scratch.documents():
-        for p in scratch.library.store.get_document_passages(d.doc_id):
-            by_page[p.page_start] = p.passage_id
-    scratch.close()
+    by_page = {page: i for (_, page), i in _ids_by_page(tmp_path, embedder, docs).items()}
     assert texts[2] and 2 in by_page and 0 in by_page
     q = "What does page three of the ACME report say?"
     rows = [
@@ -390,14 +399,7 @@ def test_eval_own_docs_bounds_each_run_to_the_filing_its_question_names(
     docs.mkdir()
     texts = make_multipage_pdf(docs / "ACME_2023_10K.pdf", 2)
     write_pdf(docs / "ZENITH_2023_10K.pdf", ["Zenith Corp revenue was 999 million dollars."])
-    scratch = Sourcebook(tmp_path / "scratch", embedder=embedder)
-    scratch.add([docs])
-    ids = {
-        (Path(d.source_uri).stem, p.page_start): p.passage_id
-        for d in scratch.documents()
-        for p in scratch.library.store.get_document_passages(d.doc_id)
-    }
-    scratch.close()
+    ids = _ids_by_page(tmp_path, embedder, docs)
     acme, zenith = ids[("ACME_2023_10K", 1)], ids[("ZENITH_2023_10K", 0)]
     q = "What was the revenue on page two?"
     row = {
