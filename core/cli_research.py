@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError, ModelError
+from core.eval_metrics import shareable
 from core.export import FORMATS, ExportFormat, export_report
 from core.research.schemas import ROLES, Boundary, ResearchPlan, RunEvent
 from core.service import Sourcebook
@@ -82,6 +83,13 @@ def add_parsers(sub: Any) -> dict[str, Handler]:
     v.add_argument("--only", action="append", default=[], help="Only this question id (repeat).")
     v.add_argument("--k", default="2,5,10", help="Cut-offs for baseline recall (default 2,5,10).")
     v.add_argument("--out", type=Path, help="Write the results as JSON (updated per question).")
+    v.add_argument(
+        "--shareable",
+        action="store_true",
+        help="Write --out fit to commit or share: question ids, figures, statuses, timings and "
+        "report text, without the benchmark's questions and gold answers; paths relative to the "
+        "project or ../shared.",
+    )
     v.add_argument(
         "--tag",
         default="",
@@ -241,6 +249,8 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
     from core import eval as ev
 
     ks = _parse_ks(args.k)
+    if args.shareable and args.out is None:
+        raise ConfigError("--shareable says how to write --out.", hint="Add --out FILE.json.")
     dataset, questions = ev.load_questions(args.questions)
     questions = ev.select(questions, only=args.only, limit=args.limit)
     for path in (args.corpus, args.docs):
@@ -256,6 +266,17 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
     model = ", ".join(sorted({m.name for m in models.values()}))
     lab = Sourcebook(home, settings=settings, embedder=app.embedder, llms=models)
     out: Path | None = args.out
+
+    def write(result: ev.EvalResult) -> None:
+        assert out is not None
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if args.shareable:
+            shared = shareable(result.model_dump(mode="json"))
+            data = json.dumps(shared, indent=2, ensure_ascii=False)
+        else:
+            data = result.model_dump_json(indent=2)
+        out.write_text(data, encoding="utf-8")
+
     try:
         print(f"evaluation library: {home}", file=sys.stderr)
         ingest = ev.prepare_library(lab, dataset, args.corpus, args.docs)
@@ -279,8 +300,7 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
         def on_result(i: int, r: ev.QuestionResult, so_far: ev.EvalResult) -> None:
             print(f"[{i}/{len(questions)}] {_result_line(r)}", file=sys.stderr, flush=True)
             if out is not None:
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(so_far.model_dump_json(indent=2), encoding="utf-8")
+                write(so_far)
 
         result = ev.run_eval(
             evaluator,
@@ -300,7 +320,7 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
             shutil.rmtree(home, ignore_errors=True)
     print(format_eval(result))
     if out is not None:
-        out.write_text(result.model_dump_json(indent=2), encoding="utf-8")
+        write(result)
         print(f"wrote {out}")
     return EXIT_OK if result.summary.invalid_citations == 0 else EXIT_PARTIAL
 

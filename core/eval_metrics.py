@@ -1,6 +1,7 @@
 """Pure metrics of ``sourcebook eval`` and their results: answer match, recall, citation
-precision/recall, page checks, the per-question and summary records and their aggregation.
-No I/O and no library access, so each can be tested on hand-made examples.
+precision/recall, page checks, the per-question and summary records, their aggregation and
+their shareable form. No I/O and no library access, so each can be tested on hand-made
+examples.
 
 Answers are scored SQuAD-style: lower case, punctuation and the articles a/an/the removed,
 whitespace collapsed; exact match and token F1 take the best over the gold answer and its
@@ -17,7 +18,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -216,8 +217,8 @@ class CitationCheck(BaseModel):
 
 class QuestionResult(BaseModel):
     qid: str
-    question: str
-    gold_answer: str
+    question: str = Field("", description="Left out of a shareable result.")
+    gold_answer: str = Field("", description="Left out of a shareable result.")
     task: str
     status: str
     status_reasons: list[str] = Field(default_factory=list)
@@ -292,6 +293,84 @@ class EvalResult(BaseModel):
     )
     questions: list[QuestionResult]
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    redacted: list[str] = Field(
+        default_factory=list,
+        description="Per-question fields a shareable copy left out (see :func:`shareable`).",
+    )
+
+
+# ----------------------------------------------------------------------------- shareable
+
+PROJECT = Path(__file__).resolve().parents[1]
+# The per-question fields that hold a benchmark's own text or restate it: its question, its
+# gold answer, and the plan's queries (a planner often copies the question's sentences).
+BENCHMARK_FIELDS = ("question", "gold_answer", "plan_queries")
+# An absolute POSIX path inside text, such as a report's Sources list: "/" after no word
+# character, dot or slash (so not a URL, "N/A" or a date) and at least two parts.
+_ABS_PATH = re.compile(r"(?<![\w.~/\\-])/[^\s\"'<>(){}/,;]+(?:/[^\s\"'<>(){}/,;]+)+")
+
+
+def _under(path: str, base: Path) -> str | None:
+    """The rest of ``path`` after the folder ``base`` ("" for ``base`` itself), or None. A
+    Markdown report escapes characters such as "_" in the paths it lists: a backslash may
+    precede any character of ``base``."""
+    spelled = "".join(r"\\?" + re.escape(ch) for ch in str(base).rstrip("/"))
+    m = re.match(spelled + r"(?:/|$)", path)
+    return None if m is None else path[m.end() :]
+
+
+def portable_path(path: str, root: Path = PROJECT) -> str:
+    """``path`` as a shareable result writes it: relative to the project ``root``, or to the
+    ``../shared`` folder beside it (``../shared/eval/...``), as the evaluation data is meant
+    to be named; any other absolute path keeps only its last part (the rest describes one
+    machine, and often its user). Relative paths stay as they are."""
+    if not path.startswith("/"):
+        return path
+    for base, prefix in ((root, "."), (root.parent / "shared", "../shared")):
+        rest = _under(path, base)
+        if rest is not None:
+            return (f"{prefix}/{rest}" if rest else prefix).removeprefix("./")
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _portable_text(text: str, root: Path) -> str:
+    def one(m: re.Match[str]) -> str:
+        found = m.group(0)
+        bare = found.rstrip(".")  # a path that ends a sentence
+        return portable_path(bare, root) + found[len(bare) :]
+
+    return _ABS_PATH.sub(one, text)
+
+
+def shareable(result: Mapping[str, Any], root: Path = PROJECT) -> dict[str, Any]:
+    """A copy of an evaluation result (its JSON form) fit to commit or share. Each question
+    keeps its id, figures, statuses, timings and the report text its run produced, but not
+    the benchmark's own text (:data:`BENCHMARK_FIELDS`); every absolute path, in a field or
+    inside text, is written by :func:`portable_path`. Figures are copied unchanged.
+
+    A user's own result file may keep everything; evaluation data licensed for evaluation
+    only must not travel with a project, so a result that does takes this form."""
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, str):
+            return _portable_text(value, root)
+        if isinstance(value, Mapping):
+            return {k: scrub(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        return value
+
+    out: dict[str, Any] = scrub(result)
+    summary = out.get("summary")
+    if isinstance(summary, dict):
+        for key in ("questions_file", "library"):  # whole paths, spaces and all
+            if isinstance(result["summary"].get(key), str):
+                summary[key] = portable_path(result["summary"][key], root)
+    out["questions"] = [
+        {k: v for k, v in q.items() if k not in BENCHMARK_FIELDS} for q in out.get("questions", [])
+    ]
+    out["redacted"] = list(BENCHMARK_FIELDS)
+    return out
 
 
 # ----------------------------------------------------------------------------- summary

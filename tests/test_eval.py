@@ -268,10 +268,24 @@ def test_eval_musique_command(
     # the library and its task log were kept: a rerun reuses the finished runs (no model calls)
     app2 = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
     idle = _models([], [], [])
-    assert _cli(app2, ["eval", str(questions), "--library", str(lib), "--limit", "1"], idle) == 0
+    shared = tmp_path / "shareable.json"
+    rerun = ["eval", str(questions), "--library", str(lib), "--limit", "1", "--out", str(shared)]
+    assert _cli(app2, [*rerun, "--shareable"], idle) == 0
     again = capsys.readouterr()
     assert "using the 5 documents already there" in again.err
     assert all(not m.history for m in idle.values())
+    # --shareable: the same figures and report, without the question, its answer or a path
+    kept = json.loads(shared.read_text())
+    assert kept["summary"]["library"] == "evallib" and Q1 not in shared.read_text()
+    row = kept["questions"][0]
+    assert "question" not in row and "gold_answer" not in row and row["reused"]
+    spelled = str(corpus).replace("_", "\\_")  # as the Sources list writes it
+    assert row["report_markdown"] == q1["report_markdown"].replace(spelled, "corpus.jsonl")
+    assert "source: corpus.jsonl" in row["report_markdown"]
+    apart = {"question", "gold_answer", "plan_queries", "seconds", "reused", "report_markdown"}
+    assert {k: v for k, v in row.items() if k not in apart} == {
+        k: v for k, v in q1.items() if k not in apart
+    }
     app.close()
     app2.close()
 
@@ -465,6 +479,9 @@ def test_eval_usage_errors(tmp_path: Path, embedder: Any) -> None:
         _cli(app, ["eval", str(bad)], _models([], [], []))
     with pytest.raises(ConfigError, match="--k"):
         _cli(app, ["eval", str(questions), "--k", "0,a"], _models([], [], []))
+    with pytest.raises(ConfigError, match="--shareable") as no_out:
+        _cli(app, ["eval", str(questions), "--shareable"], _models([], [], []))
+    assert no_out.value.hint == "Add --out FILE.json."
     # a question id without its prefix: the error names the ids that hold it
     only = ["eval", str(questions), "--corpus", str(corpus), "--only", "1"]
     with pytest.raises(NotFoundError, match="No question with id 1") as missing:
