@@ -288,8 +288,11 @@ def main() -> int:
     if not args.pdfs.exists():
         print(f"no PDFs at {args.pdfs}; pass --pdfs DIR", file=sys.stderr)
         return 2
+    from core.eval_metrics import portable_path
+
     pdfs = sorted(args.pdfs.glob("*.pdf"))
-    results: dict[str, object] = {"pdfs": len(pdfs), "dir": str(args.pdfs)}
+    # relative to the project or ../shared: a committed result names no one's machine
+    results: dict[str, object] = {"pdfs": len(pdfs), "dir": portable_path(str(args.pdfs.resolve()))}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         runs = []
