@@ -85,6 +85,17 @@ def test_wrong_extension(tmp_path: Path, count: WordPieceCounter) -> None:
     _raises(odd, UnsupportedFileError, count)
 
 
+def test_binary_data_is_refused_with_what_to_do(tmp_path: Path, count: WordPieceCounter) -> None:
+    dump = tmp_path / "dump.txt"
+    dump.write_bytes(bytes(range(256)) * 20)  # zero bytes and no byte-order mark
+    err = _raises(dump, UnsupportedFileError, count)
+    assert "binary data" in err.message and "UTF-8" in (err.hint or "")
+    noise = tmp_path / "noise.txt"
+    noise.write_bytes(bytes(range(128, 256)) * 40)  # no zero byte, yet text in no encoding
+    err = _raises(noise, UnsupportedFileError, count)
+    assert "not text" in err.message and "UTF-8" in (err.hint or "")
+
+
 def test_pdf_with_txt_extension_is_read_as_pdf(tmp_path: Path, count: WordPieceCounter) -> None:
     p = tmp_path / "report.txt"
     pdfgen.make_multipage_pdf(p, 1)

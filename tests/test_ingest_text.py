@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 
@@ -81,6 +82,59 @@ def test_html_drops_script_style_nav(tmp_path: Path, count: WordPieceCounter) ->
     data = next(x for x in doc.passages if "1 | 2" in x.text)
     assert data.heading_path == ["Main Title", "Data"]
     _check_offsets(doc)
+
+
+@pytest.mark.parametrize(
+    ("codec", "bom"),
+    [
+        ("utf-8", codecs.BOM_UTF8),
+        ("utf-16-le", codecs.BOM_UTF16_LE),
+        ("utf-16-be", codecs.BOM_UTF16_BE),
+        ("utf-32-le", codecs.BOM_UTF32_LE),
+        ("utf-32-be", codecs.BOM_UTF32_BE),
+    ],
+)
+def test_text_with_a_byte_order_mark_decodes_exactly(
+    tmp_path: Path, count: WordPieceCounter, codec: str, bom: bytes
+) -> None:
+    text = "Größe of the café: 東京 ☃, naïve.\n\nA second paragraph.\n"
+    p = tmp_path / "marked.txt"
+    p.write_bytes(bom + text.encode(codec))
+    doc = extract_file(p, settings=SETTINGS, count_tokens=count)
+    assert doc.text.startswith("Größe of the café: 東京 ☃, naïve.")
+    assert "A second paragraph." in doc.text and "\ufeff" not in doc.text
+    assert doc.document.problems == []  # a byte-order mark is certain: nothing was assumed
+
+
+LEGACY_FRENCH = (
+    "Le petit village se trouvait au bord de la rivière, entouré de champs de blé et de "
+    "forêts épaisses. Chaque matin, les habitants se levaient très tôt pour travailler.\n\n"
+    "Madame Lefèvre, l'institutrice, était très aimée. « Apprenez bien, disait-elle, car le "
+    "savoir est le plus précieux des trésors. »\n"
+)
+LEGACY_JAPANESE = (
+    "日本語のテキストファイルです。これはシフトJISで保存されています。東京は日本の首都です。\n"
+    "毎朝、人々は早く起きて仕事に行きます。駅はいつも混雑しています。\n"
+)
+
+
+def test_legacy_encodings_are_detected_and_noted(tmp_path: Path, count: WordPieceCounter) -> None:
+    french = tmp_path / "lettre.txt"
+    french.write_bytes(LEGACY_FRENCH.encode("cp1252"))
+    doc = extract_file(french, settings=SETTINGS, count_tokens=count)
+    assert "Madame Lefèvre, l'institutrice, était très aimée." in doc.text
+    assert doc.document.problems == ["text encoding assumed: cp1252 (detected)"]
+
+    japanese = tmp_path / "nihongo.md"
+    japanese.write_bytes(LEGACY_JAPANESE.encode("shift_jis"))
+    doc = extract_file(japanese, settings=SETTINGS, count_tokens=count)
+    assert "東京は日本の首都です。" in doc.text
+    # cp932 is Windows' superset of Shift-JIS; either name is a right answer
+    [note] = doc.document.problems
+    assert note in (
+        "text encoding assumed: cp932 (detected)",
+        "text encoding assumed: shift_jis (detected)",
+    )
 
 
 def _write_jsonl(path: Path, lines: list[str]) -> None:

@@ -6,7 +6,8 @@ The library pipeline calls exactly this API:
 - :class:`ExtractorProcess` runs :func:`extract_file` in a child process (see there why);
 - :func:`iter_jsonl` reads a JSONL corpus, one document per record;
 - :data:`SUPPORTED_SUFFIXES` lists the extensions a folder scan should pick up
-  (:data:`JSONL_SUFFIXES` go to :func:`iter_jsonl`, the others to :func:`extract_file`).
+  (:data:`JSONL_SUFFIXES` go to :func:`iter_jsonl`, the others to :func:`extract_file`);
+  :func:`core.ingest.folders.collect_files` is that scan (and names the files it skips).
 
 Both raise :class:`core.errors.IngestError` subclasses with the file named and what to do, and
 never return a partial document. Both are pure functions of the bytes (plus settings and the
@@ -49,11 +50,12 @@ from core.ingest.detect import (
     check_size,
     detect,
 )
+from core.ingest.encoding import decode_text
 from core.ingest.entities import extract_mentions
 from core.ingest.jsonl import JsonlRecords, canonical_record_bytes
 from core.ingest.ocr import OcrProgress
 from core.ingest.pdf import read_pdf
-from core.ingest.text import TextContent, decode_text, read_html, read_markdown, read_plain
+from core.ingest.text import TextContent, read_html, read_markdown, read_plain
 from core.settings import IngestSettings
 from graph.ids import document_id, sha256_bytes
 from graph.schemas import Document, DocumentKind, IngestedDocument, Page, Passage
@@ -165,7 +167,8 @@ def extract_file(
             )
             blocks, pages, problems, title = pdf.blocks, pdf.pages, pdf.problems, pdf.title
         else:
-            text = decode_text(data, path=path)
+            decoded = decode_text(data, path=path)
+            text = decoded.text
             content: TextContent
             if kind == "markdown":
                 content = read_markdown(text)
@@ -174,6 +177,8 @@ def extract_file(
             else:
                 content = read_plain(text)
             blocks, title = content.blocks, content.title
+            if decoded.note:
+                problems.append(decoded.note)
             if not any(b.text.strip() for b in blocks):
                 raise EmptyFileError(
                     f"{path.name} has no text to add.",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from core.errors import EmptyFileError, FileTooLargeError, UnsupportedFileError
+from core.ingest.encoding import NOT_TEXT_HINT, bom_encoding
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +27,9 @@ JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
 FILE_SUFFIXES = PDF_SUFFIXES | TEXT_SUFFIXES | MARKDOWN_SUFFIXES | HTML_SUFFIXES
 SUPPORTED_SUFFIXES = FILE_SUFFIXES | JSONL_SUFFIXES
 
-_SNIFF_BYTES = 4096
+SNIFF_BYTES = 4096
+_UNKNOWN_BINARY = "binary data"
+_RENAME_HINT = "Rename it to its real extension or convert it to PDF or text."
 # Magic numbers of common binary formats a user may drop on the library by mistake.
 _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"PK\x03\x04", "a ZIP archive (or an Office document)"),
@@ -69,11 +72,13 @@ def check_size(path: Path, *, max_file_mb: int) -> int:
 
 def _looks_binary(head: bytes) -> str | None:
     """A description of the binary format ``head`` starts with, or None if it may be text."""
+    if bom_encoding(head) is not None:
+        return None  # marked Unicode text; UTF-16 and UTF-32 are full of zero bytes
     for magic, what in _BINARY_MAGIC:
         if head.startswith(magic):
             return what
     if b"\x00" in head:
-        return "binary data"
+        return _UNKNOWN_BINARY
     return None
 
 
@@ -97,11 +102,14 @@ def sniff_kind(path: Path, head: bytes) -> FileKind:
         raise UnsupportedFileError(f"{path.name}: {suffix} files are not supported.", path=path)
     binary = _looks_binary(head)
     if binary is not None:
+        # Zero bytes without a known format may still be text: UTF-16 or UTF-32 without a
+        # byte-order mark looks like this.
+        hint = NOT_TEXT_HINT if binary == _UNKNOWN_BINARY else _RENAME_HINT
         raise UnsupportedFileError(
             f"{path.name} is {binary}, not a text file"
             + (f" as its {suffix} extension says." if suffix else "."),
             path=path,
-            hint="Rename it to its real extension or convert it to PDF or text.",
+            hint=hint,
         )
     if suffix in MARKDOWN_SUFFIXES:
         return "markdown"
@@ -121,7 +129,7 @@ def detect(path: Path, *, max_file_mb: int) -> tuple[FileKind, int]:
     size = check_size(path, max_file_mb=max_file_mb)
     try:
         with path.open("rb") as fh:
-            head = fh.read(_SNIFF_BYTES)
+            head = fh.read(SNIFF_BYTES)
     except OSError as exc:
         raise UnsupportedFileError(f"Cannot read {path}: {exc}.", path=path) from exc
     return sniff_kind(path, head), size

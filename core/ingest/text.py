@@ -10,11 +10,9 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from core.errors import UnsupportedFileError
 from core.ingest.chunking import Block
 
 logger = logging.getLogger(__name__)
@@ -58,29 +56,6 @@ _BLOCK_TAGS = _wordset(
 class TextContent:
     blocks: list[Block]
     title: str | None
-
-
-def decode_text(data: bytes, *, path: Path) -> str:
-    """Decode text bytes (UTF-8 with or without BOM, UTF-16 with BOM, else cp1252/latin-1)."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        text = data.decode("utf-16", errors="replace")
-    else:
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            try:
-                text = data.decode("cp1252")
-            except UnicodeDecodeError:
-                text = data.decode("latin-1")
-    sample = text[:20000]
-    control = sum(1 for c in sample if ord(c) < 32 and c not in "\n\r\t\f\v")
-    if sample and control > 0.05 * len(sample):
-        raise UnsupportedFileError(
-            f"{path.name} looks like binary data, not text.",
-            path=path,
-            hint="Rename it to its real extension or convert it to PDF or text.",
-        )
-    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
 
 
 def _clean(s: str) -> str:

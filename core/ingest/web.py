@@ -45,9 +45,10 @@ import httpx
 
 from core.errors import IngestError, WebAccessError
 from core.ingest import TokenCounter, _assemble
+from core.ingest.encoding import DecodedText, decode_text
 from core.ingest.ocr import OcrProgress
 from core.ingest.pdf import read_pdf
-from core.ingest.text import TextContent, decode_text, read_plain, read_web_html
+from core.ingest.text import TextContent, read_plain, read_web_html
 from core.settings import Settings, WebSettings
 from graph.ids import sha256_bytes
 from graph.schemas import IngestedDocument
@@ -459,14 +460,14 @@ def _sniff(page: FetchedPage) -> str:
     )
 
 
-def _decode(page: FetchedPage) -> str:
+def _decode(page: FetchedPage) -> DecodedText:
     charset = page.charset
     if charset is None and page.body[:3] != b"\xef\xbb\xbf":
         m = re.search(rb"<meta[^>]+charset=[\"']?([A-Za-z0-9_\-]+)", page.body[:4096], re.I)
         charset = m.group(1).decode("ascii") if m else None
     if charset:
         try:
-            return page.body.decode(charset, errors="replace").replace("\r\n", "\n")
+            return DecodedText(page.body.decode(charset, errors="replace").replace("\r\n", "\n"))
         except LookupError:
             pass
     return decode_text(page.body, path=Path(_name_of(page.final_url)))
@@ -546,10 +547,13 @@ def document_from_page(
         blocks, pages, problems, title = pdf.blocks, pdf.pages, pdf.problems, pdf.title
     else:
         try:
-            text = _decode(page)
+            decoded = _decode(page)
         except IngestError as exc:
             exc.path = page.url
             raise
+        text = decoded.text
+        if decoded.note:
+            problems.append(decoded.note)
         content: TextContent = read_web_html(text) if kind == "html" else read_plain(text)
         blocks, title = content.blocks, content.title
         if not any(b.text.strip() for b in blocks):
