@@ -144,6 +144,8 @@ def _print_changes(changes: LibraryChanges) -> int:
                 print(f"         note: {prob}")
         elif r.outcome == "unchanged":
             print(f"skipped  {r.doc_id}  {r.title} (already in the library, unchanged)")
+    if changes.skipped:
+        print(_skipped_line(changes.skipped))
     failed = changes.failed
     if failed:
         print(f"\n{len(failed)} file(s) could not be added:", file=sys.stderr)
@@ -154,6 +156,14 @@ def _print_changes(changes: LibraryChanges) -> int:
     summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(counts.items()))
     print(f"done: {summary or 'nothing to add'}")
     return EXIT_PARTIAL if failed else EXIT_OK
+
+
+def _skipped_line(skipped: list[str], shown: int = 10) -> str:
+    """One line naming the folders' files left out for their type (the first few of many)."""
+    n = len(skipped)
+    more = f" and {n - shown} more" if n > shown else ""
+    names = ", ".join(skipped[:shown])
+    return f"Skipped {n} file{'s' if n != 1 else ''} of unsupported type: {names}{more}"
 
 
 def _path_or_url(arg: str) -> Path | str:

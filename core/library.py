@@ -39,13 +39,13 @@ from core.errors import (
     translate_errors,
 )
 from core.ingest import (
-    SUPPORTED_SUFFIXES,
     ExtractorProcess,
     TokenCounter,
     extract_file,
     iter_jsonl,
 )
 from core.ingest.entities import named_entity_ids
+from core.ingest.folders import collect_files, is_readable_type
 from core.ingest.web import fetch_url, looks_like_url
 from core.settings import Settings
 from core.vectors import EmbedOnce, ReembedResult
@@ -79,6 +79,10 @@ class LibraryChanges(BaseModel):
 
     results: list[AddResult] = Field(default_factory=list)
     removed: list[str] = Field(default_factory=list)
+    skipped: list[str] = Field(
+        default_factory=list,
+        description="Files inside added folders that were not read: their type is unsupported.",
+    )
 
     @property
     def added(self) -> list[AddResult]:
@@ -126,25 +130,6 @@ class _Job:
     index: int
     doc: IngestedDocument | None = None
     error: SourcebookError | None = None
-
-
-def collect_files(paths: Iterable[Path]) -> list[Path]:
-    """Expand folders (recursively, supported files only, sorted); keep files as given."""
-    out: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            out.extend(
-                sorted(
-                    f
-                    for f in p.rglob("*")
-                    if f.is_file()
-                    and f.suffix.lower() in SUPPORTED_SUFFIXES
-                    and not f.name.startswith(".")
-                )
-            )
-        else:
-            out.append(p)
-    return out
 
 
 class Library:
@@ -228,16 +213,22 @@ class Library:
         cancel: threading.Event | None = None,
     ) -> LibraryChanges:
         """Add files, folders and URLs (``http(s)://`` strings, fetched only when
-        ``web.enabled``). A bad source is reported in the result; the batch goes on."""
+        ``web.enabled``). A bad source is reported in the result; the batch goes on. Files of
+        folders whose type is not supported are listed in ``skipped``."""
         self._refuse_if_mismatched()
         files: list[Path | str] = []
+        skipped: list[str] = []
         for p in paths:
             if isinstance(p, str) and looks_like_url(p):
                 files.append(p.strip())
             else:
-                files.extend(collect_files([Path(p)]))
+                found = collect_files([Path(p)])
+                files.extend(found.files)
+                skipped.extend(str(f) for f in found.skipped)
         jobs = self._extract_in_background(files, cancel, progress)
-        return self._store_jobs(jobs, len(files), collection, progress, cancel)
+        changes = self._store_jobs(jobs, len(files), collection, progress, cancel)
+        changes.skipped = skipped
+        return changes
 
     def add_jsonl(
         self,
@@ -343,7 +334,8 @@ class Library:
             )
         if not path.exists():
             raise IngestError(f"{path} does not exist.", path=path, hint="Check the path.")
-        if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+        # Without an extension, extraction sniffs the bytes and says what they are.
+        if path.suffix and not is_readable_type(path):
             raise UnsupportedFileError(f"{path.name}: unsupported file type.", path=path)
         with _collections_paused():
             if self._extractor is not None:

@@ -455,9 +455,14 @@ class LibraryPanel(QWidget):
             parts.append(f"{unchanged} already in the library")
         if failed:
             parts.append(f"{len(failed)} could not be added")
+        if changes.skipped:
+            parts.append(f"{len(changes.skipped)} skipped (unsupported type)")
         if cancelled:
             parts.append("cancelled")
         lines = [f"✗ {Path(r.source).name}: {r.error or 'failed'}" for r in failed]
+        lines += [f"– {Path(s).name}: skipped, unsupported type" for s in changes.skipped[:10]]
+        if len(changes.skipped) > 10:
+            lines.append(f"… and {len(changes.skipped) - 10} more skipped")
         row.finish(", ".join(parts) + ".", lines)
         if changes.results:
             self._ops.library_did_change.emit(changes)

@@ -90,6 +90,39 @@ def test_cli_reports_bad_files_and_exit_code(
     assert "1 added" in out and "1 failed" in out
 
 
+def test_cli_add_folder_names_skipped_files_and_reads_extensionless_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = str(tmp_path / "home")
+    folder = tmp_path / "papers"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "notes.txt").write_text("Field notes about the heron colony.\n", encoding="utf-8")
+    (folder / "README").write_text("Read me first: the heron survey, 2021.\n", encoding="utf-8")
+    letter = "Le héron pêche près de la rivière, entouré de blé et de forêts épaisses.\n"
+    (folder / "sub" / "lettre.txt").write_bytes(letter.encode("cp1252"))
+    (folder / "blob").write_bytes(b"\x00\x01\x02 not text" * 50)  # no extension, not text
+    (folder / "a.xyz").write_text("an unknown format\n")
+    (folder / "b.bin").write_bytes(b"\x00" * 64)
+    for i in range(1, 10):
+        (folder / f"c{i:02}.dat").write_bytes(b"data")
+    # hidden files and folders are tools' state, left out without a word
+    (folder / ".git" / "objects").mkdir(parents=True)
+    (folder / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (folder / ".git" / "objects" / "ab").write_bytes(b"x\x01\x00\x00")
+    (folder / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
+
+    code, out, _ = run_cli(capsys, "--home", home, "add", str(folder))
+    assert code == 0 and "3 added" in out, out
+    skipped = [f"{folder / n}" for n in ("a.xyz", "b.bin", "blob", "c01.dat", "c07.dat")]
+    assert f"Skipped 12 files of unsupported type: {', '.join(skipped[:4])}" in out
+    assert skipped[4] in out and "c08.dat" not in out and "and 2 more" in out
+    assert ".git" not in out and ".DS_Store" not in out
+
+    code, out, _ = run_cli(capsys, "--home", home, "docs")
+    assert code == 0 and "README" in out
+    assert "! text encoding assumed: cp1252 (detected)" in out
+
+
 def test_cli_adds_jsonl_with_external_ids(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

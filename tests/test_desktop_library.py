@@ -103,6 +103,21 @@ def test_batch_with_a_bad_file_keeps_the_others(
     assert "bad.pdf" in row.failures.text() and not row.failures.isHidden()
 
 
+def test_adding_a_folder_names_the_files_it_skipped(
+    qtbot: Any, panel: LibraryPanel, tmp_path: Path, errors: list[BaseException]
+) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("Notes on the heron colony.\n", encoding="utf-8")
+    (folder / "drawing.xyz").write_text("a format Sourcebook does not read\n")
+    panel.add_paths([folder])
+    row = _rows(panel)[0]
+    qtbot.waitUntil(lambda: "Added 1 document" in row.label.text(), timeout=TIMEOUT)
+    assert "1 skipped (unsupported type)" in row.label.text()
+    assert "drawing.xyz" in row.failures.text() and not row.failures.isHidden()
+    assert not errors
+
+
 def test_drag_and_drop_adds_files(
     qtbot: Any, panel: LibraryPanel, tmp_path: Path, errors: list[BaseException]
 ) -> None:
