@@ -222,6 +222,30 @@ def test_budget_exhausted(research_app: Sourcebook) -> None:
     assert report.notes[0].tool_calls <= 2  # the search + one fetch before the notes
 
 
+def test_a_worker_that_only_searches_still_reads_its_best_hit(research_app: Sourcebook) -> None:
+    """Whatever tools a model spends its budget on, a run whose searches found passages reads
+    the best of them before it may conclude there is no evidence."""
+    park = pid_with(research_app, "Ellen Park")
+    q = "Who founded the Northport Harbor Authority?"
+    planner = ScriptedLLM([plan(("q1", q, []))])
+    searches = [
+        act("discover_evidence", query=text)
+        for text in ("Eastline railway passengers", "founder of the harbor authority", "ships")
+    ]
+    researcher = ScriptedLLM([*searches, notes(("Founded in 1921 by Mayor Ellen Park.", [park]))])
+    writer = ScriptedLLM(["It was founded in 1921 by Mayor Ellen Park [E1]."])
+    # one hit per search, each another passage: no two searches return the same results
+    limits = NO_AUTO.model_copy(update={"max_tool_calls": 3, "discover_k": 1})
+    report = research_app.research(
+        q, models=models(planner, researcher, writer), task="onlysearch", limits=limits
+    )
+    n = report.notes[0]
+    assert n.tool_calls == 3
+    assert n.fetched_ids == [park]  # the last call read the best hit (the subject's) instead
+    assert report.status != "insufficient_evidence", report.status_reasons
+    assert park in _cited_ids(report)
+
+
 def test_repair_pass_removes_invalid_and_records(research_app: Sourcebook) -> None:
     ships = pid_with(research_app, "4,200 ships")
     secret = pid_with(research_app, "Victor Hale")

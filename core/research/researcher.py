@@ -92,14 +92,14 @@ class Worker:
             first = f"{self.q.query} {self.bridge}".strip()[:BRIDGE_QUERY_CHARS]
             self._call("discover_evidence", {"query": first})
             last = ("discover_evidence", first, "")
-            if self.focus:
+            if self.focus and not self._read_now():
                 # The full query embeds close to the passage the last hop already read (its
                 # subject is in it); the new words alone ("waterfall country Zimbabwe") find
                 # the next hop's passage.
                 self._call("discover_evidence", {"query": self.focus})
                 last = ("discover_evidence", self.focus, "")
             items = line_item_query(self.q.query)
-            if items:
+            if items and not self._read_now():
                 # A metric's numbers stand in its statement under their line items ("net cash
                 # provided by operating activities"), not under the metric's name.
                 self._call("discover_evidence", {"query": items})
@@ -150,6 +150,9 @@ class Worker:
                     str(action.get("evidence_id") or action.get("url") or ""),
                 )
             last = signature
+            if name != "fetch_evidence" and self._read_now():
+                self.trace.append("(The last tool call reads the best hit: nothing is read yet.)")
+                name, action = "fetch_evidence", {"evidence_id": self._unread()[0]}
             self._call(name, action)
             if len(self.searches) >= 2 and self.searches[-1] == self.searches[-2]:
                 stop = "repeated_results"
@@ -164,6 +167,13 @@ class Worker:
             "worker", worker=self.q.id, text=f"done ({stop}), {len(notes.findings)} finding(s)"
         )
         return notes
+
+    def _read_now(self) -> bool:
+        """Whether the worker's last tool call must read its best hit: it has read nothing and
+        its searches found passages. Whether a worker concludes there is no evidence must not
+        depend on which tools a model happened to spend its budget on."""
+        left = self.ctx.limits.max_tool_calls - self.tool_calls
+        return left <= 1 and not self.fetched and bool(self._unread())
 
     def _default_action(self) -> dict[str, Any]:
         if not self.searches:
