@@ -4,23 +4,49 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export LANCEDB_LOG := error
-# llama-cpp-python builds from source; the LLaVA part is not needed (saves a fifth of the build).
-export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+# llama-cpp-python builds from source, once per .venv, and `run`, `test` and `bench` all use that
+# one build. llama.cpp's default (GGML_NATIVE=ON) compiles for every instruction the build
+# machine's cpuid reports, and a CPU may report instructions its OS or VM does not grant (Intel
+# AMX traps in some VMs): that build dies with SIGILL there, and on any laptop unlike the build
+# machine. So on x86-64 the build targets one explicit, portable feature set (AVX2, FMA, F16C,
+# BMI2: every x86-64 CPU since 2013-2015). Measured against the alternatives in bench/llm_bench.py.
+# LLaVA is not needed (saves a fifth of the build). Set LLAMA_CMAKE_ARGS to build otherwise.
+ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON \
+	-DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF
+else
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF
+endif
+# The pin lives in pyproject.toml; read it there so the two cannot disagree.
+LLAMA_REQUIREMENT := $(shell grep -o '"llama-cpp-python[^"]*"' pyproject.toml | tr -d '"')
 
 SAMPLE_QUESTION ?= What are the strategic goals of the Department of Labor?
 
-.PHONY: run test lint pytest bench clean-venv system-deps
+.PHONY: run test lint pytest bench clean-venv system-deps rebuild-llama
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Sourcebook needs Python 3.11"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.run-installed: pyproject.toml | $(BIN)/python
+# --no-cache-dir: pip's wheel cache is keyed by the source, not by CMAKE_ARGS, so a wheel built
+# natively earlier would otherwise be reused as it is.
+$(VENV)/.llama-built: | $(BIN)/python
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --no-cache-dir --force-reinstall \
+		--no-deps '$(LLAMA_REQUIREMENT)'
+	@echo '$(LLAMA_CMAKE_ARGS)' > $@
+
+# Build llama-cpp-python again (after changing LLAMA_CMAKE_ARGS, or when `sourcebook models`
+# reports that the local runtime crashed).
+rebuild-llama: | $(BIN)/python
+	rm -f $(VENV)/.llama-built
+	$(MAKE) $(VENV)/.llama-built
+
+$(VENV)/.run-installed: pyproject.toml $(VENV)/.llama-built | $(BIN)/python
 	$(BIN)/pip install -e '.[starter]'
 	@touch $@
 
-$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
+$(VENV)/.test-installed: pyproject.toml $(VENV)/.llama-built | $(BIN)/python
 	$(BIN)/pip install -e '.[test,starter-fast]'
 	@touch $@
 

@@ -20,13 +20,15 @@ from core.cli_research import add_parsers
 from core.errors import ConfigError, NotFoundError, SourcebookError
 from core.ingest.web import looks_like_url
 from core.library import AddProgress, LibraryChanges, ProgressFn
-from core.llms import list_models
+from core.llms import list_models, probe_local_runtime
 from core.logging_setup import configure_logging
 from core.service import Sourcebook
+from models.probe import RuntimeCrashed
 
 logger = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_ERROR = 0, 1, 2, 3, 4
+EXIT_BUSY, EXIT_BROKEN_PIPE = 75, 141
 
 
 def _pages(start: int | None, end: int | None) -> str:
@@ -91,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--path", action="append", default=[], type=Path, help="Also scan this folder for GGUF."
     )
     m.add_argument("--json", action="store_true", help="Print JSON.")
+    m.add_argument(
+        "--probe",
+        action="store_true",
+        help="Test the local runtime again (a one-token run in a child process) even when its "
+        "result for this build is known.",
+    )
     COMMANDS.update(add_parsers(sub))  # research, tasks, export
     return p
 
@@ -334,6 +342,25 @@ def _cmd_models(app: Sourcebook, args: argparse.Namespace) -> int:
                 + (f"; install: {e.install_command}" if e.install_command else "")
             )
     print("\n* default model (setting models.default). Select by any unique name prefix.")
+    probed = probe_local_runtime(entries, default, force=args.probe)
+    if probed is None:
+        print("Local runtime (llama.cpp): not tested yet; it is tested at a model's first use.")
+    else:
+        entry, result = probed
+        if result.ok:
+            print(
+                f"Local runtime (llama.cpp): works on this CPU (a one-token test run of "
+                f"{entry.name} in a child process{', earlier' if result.cached else ''})."
+            )
+        elif result.crashed:
+            print(
+                f"Local runtime (llama.cpp): CRASHED in a test run of {entry.name}: "
+                f"{result.detail}.\n{RuntimeCrashed.default_hint}"
+            )
+        else:
+            print(
+                f"Local runtime (llama.cpp): the test run of {entry.name} failed: {result.detail}."
+            )
     return EXIT_OK
 
 

@@ -16,6 +16,7 @@ from core.settings import ModelSettings, models_cache_dir
 from models.discovery import ModelEntry, discover_models
 from models.llm import LLM
 from models.openai_compat import EndpointConfig
+from models.probe import ProbeResult, probe
 from models.registry import ROLES, BackendOptions, build_role_models, builtin_backends
 
 
@@ -73,3 +74,22 @@ def build_roles(
                 prompt_cache_mb=settings.prompt_cache_mb,
             ),
         )
+
+
+def probe_local_runtime(
+    entries: Sequence[ModelEntry], default: str = "", *, force: bool = False
+) -> tuple[ModelEntry, ProbeResult] | None:
+    """Whether llama.cpp runs here: the one-token child probe of a local GGUF that is on disk
+    (the default model if it is, else the smallest: any working model file tests the runtime).
+    None when no local GGUF file is on disk yet (a starter is assembled on its first use, and
+    probed then)."""
+    local = [
+        e
+        for e in entries
+        if e.backend == "llamacpp" and e.available and e.path is not None and e.path.is_file()
+    ]
+    if not local:
+        return None
+    entry = min(local, key=lambda e: (e.name != default, e.starter is None, e.size_bytes or 0))
+    assert entry.path is not None
+    return entry, probe(entry.path, cache_dir=models_cache_dir(), force=force)

@@ -26,6 +26,7 @@ from models.llm import (
     ChatResponse,
     raise_if_cancelled,
 )
+from models.probe import check_runtime
 
 logger = logging.getLogger(__name__)
 
@@ -183,9 +184,14 @@ class LlamaCppLLM(BaseLLM):
         prepare: Callable[[], Path] | None = None,
         verbose: bool = False,
         prompt_cache_bytes: int = 0,
+        probe: Callable[[Path], object] | None = check_runtime,
     ) -> None:
         """``prepare``, if given, runs once on the worker before loading and returns the file to
         load (the starters use it to assemble their GGUF on first use, not at start-up).
+
+        ``probe`` runs before the first in-process load and raises if the runtime cannot run
+        the file here (:func:`models.probe.check_runtime`: a one-token child process, because a
+        build using instructions this CPU refuses kills the process, not just the call).
 
         ``prompt_cache_bytes`` > 0 keeps the model's state after each call, up to that many
         bytes, least recently used dropped first; a later prompt that begins like a kept one
@@ -202,6 +208,7 @@ class LlamaCppLLM(BaseLLM):
         self._prepare = prepare
         self._verbose = verbose
         self._prompt_cache_bytes = prompt_cache_bytes
+        self._probe = probe
         self._local = threading.local()
         self._executor = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="llamacpp", initializer=self._mark_worker
@@ -233,6 +240,8 @@ class LlamaCppLLM(BaseLLM):
         if self._prepare is not None:
             self.model_path = self._prepare()
         info = read_gguf_info(self.model_path)
+        if self._probe is not None:
+            self._probe(self.model_path)
         started = time.monotonic()
         try:
             llama = _llama_class()(

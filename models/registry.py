@@ -8,6 +8,7 @@ one (``qwen2.5-coder-0.5b`` picks ``qwen2.5-coder-0.5b-instruct-q4_k_m``).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -73,6 +74,7 @@ class BackendRegistry:
 
 def _llamacpp_factory(entry: ModelEntry, options: BackendOptions) -> LLM:
     from models.llamacpp import LlamaCppLLM
+    from models.probe import check_runtime
     from models.starter import ensure_starter
 
     if entry.path is None:
@@ -98,6 +100,7 @@ def _llamacpp_factory(entry: ModelEntry, options: BackendOptions) -> LLM:
         prepare=prepare,
         verbose=options.verbose,
         prompt_cache_bytes=options.prompt_cache_mb << 20,
+        probe=functools.partial(check_runtime, cache_dir=options.models_cache_dir),
     )
 
 

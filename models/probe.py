@@ -1,0 +1,229 @@
+"""Does the local llama.cpp runtime work on this CPU? One generated token, in a child process.
+
+A llama.cpp library compiled for instructions this CPU does not have, or has but may not use
+(some VMs report Intel AMX and trap on it), kills the whole process with SIGILL the moment a
+matrix product runs: no Python ``except`` sees it, and an app that loads the model in-process
+just disappears. So before the first in-process load, a child process loads the same GGUF and
+generates one token. If the child dies, the user is told in words what happened and how to
+rebuild, and the app goes on without the local model (library, search, viewer, remote
+endpoints all still work).
+
+A result holds for one runtime build on one CPU: it is kept in memory for the process and, when
+a cache folder is given, on disk, keyed by the llama.cpp library files and the CPU's flags, so a
+rebuild or another machine probes again. Run as ``python -m models.probe MODEL.gguf`` it is the
+child.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from models.errors import ModelBackendError
+
+logger = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 180.0
+CACHE_FILE = "llamacpp-probe.json"
+REBUILD_COMMAND = "make rebuild-llama"
+
+
+class RuntimeCrashed(ModelBackendError):
+    """The llama.cpp runtime killed a child process that only generated one token."""
+
+    default_hint = (
+        "The likely cause is a llama-cpp-python build that uses CPU instructions this machine "
+        f"does not allow. Rebuild it for a portable instruction set with `{REBUILD_COMMAND}` "
+        "in the Sourcebook folder. Until then the library, search and the viewer work, and an "
+        "OpenAI-compatible server can serve the models (Settings, Models)."
+    )
+
+
+class ProbeResult(BaseModel):
+    """What the one-token child run did. ``crashed``: killed by a signal (not a Python error)."""
+
+    ok: bool
+    crashed: bool = False
+    model: str
+    seconds: float
+    detail: str = ""
+    cached: bool = False
+
+
+_memory: dict[str, ProbeResult] = {}
+_lock = threading.Lock()
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        sig = signal.Signals(-returncode)
+    except ValueError:
+        return f"signal {-returncode}"
+    described = {
+        signal.SIGILL: "illegal instruction",
+        signal.SIGSEGV: "segmentation fault",
+        signal.SIGBUS: "bus error",
+        signal.SIGABRT: "aborted",
+    }.get(sig)
+    return f"{sig.name} ({described})" if described else sig.name
+
+
+def runtime_fingerprint() -> str:
+    """The llama.cpp build (its library files) and this CPU, as one short hash."""
+    h = hashlib.sha256()
+    spec = importlib.util.find_spec("llama_cpp")
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    for root in roots:
+        for lib in sorted(Path(root).glob("lib/*")):
+            st = lib.stat()
+            h.update(f"{lib.name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    h.update(platform.machine().encode())
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+        h.update(flags.encode())
+    except OSError:
+        h.update(platform.processor().encode())
+    h.update(sys.executable.encode())
+    return h.hexdigest()[:16]
+
+
+def probe_command(model_path: Path) -> list[str]:
+    """The child's command line: this interpreter running this module on ``model_path``."""
+    return [sys.executable, "-m", "models.probe", str(model_path)]
+
+
+def _key(model_path: Path) -> str:
+    try:
+        size = model_path.stat().st_size
+    except OSError:
+        size = -1
+    return f"{runtime_fingerprint()}:{model_path.resolve()}:{size}"
+
+
+def _load_cache(cache_dir: Path | None) -> dict[str, ProbeResult]:
+    if cache_dir is None:
+        return {}
+    try:
+        raw = json.loads((cache_dir / CACHE_FILE).read_text(encoding="utf-8"))
+        return {k: ProbeResult.model_validate(v) for k, v in raw.items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_cache(cache_dir: Path | None, results: dict[str, ProbeResult]) -> None:
+    if cache_dir is None:
+        return
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = cache_dir / f"{CACHE_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(
+            json.dumps({k: r.model_dump() for k, r in results.items()}, indent=1), "utf-8"
+        )
+        tmp.replace(cache_dir / CACHE_FILE)
+    except OSError as exc:  # a cache: the next start probes again
+        logger.warning("could not save the llama.cpp probe result: %s", exc)
+
+
+def run_probe(
+    model_path: Path,
+    *,
+    command: Sequence[str] | None = None,
+    timeout_s: float = PROBE_TIMEOUT_S,
+) -> ProbeResult:
+    """Run the child once (no cache) and say what it did."""
+    cmd = list(command) if command is not None else probe_command(model_path)
+    started = time.monotonic()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return ProbeResult(
+            ok=False,
+            model=str(model_path),
+            seconds=time.monotonic() - started,
+            detail=f"the test run did not finish within {timeout_s:.0f} s",
+        )
+    seconds = time.monotonic() - started
+    if proc.returncode == 0:
+        return ProbeResult(ok=True, model=str(model_path), seconds=seconds)
+    if proc.returncode < 0:
+        return ProbeResult(
+            ok=False,
+            crashed=True,
+            model=str(model_path),
+            seconds=seconds,
+            detail=f"the process was killed by {_signal_name(proc.returncode)}",
+        )
+    last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+    return ProbeResult(ok=False, model=str(model_path), seconds=seconds, detail=last[:300])
+
+
+def probe(
+    model_path: Path,
+    *,
+    cache_dir: Path | None = None,
+    command: Sequence[str] | None = None,
+    force: bool = False,
+) -> ProbeResult:
+    """The probe's result for this model on this runtime build, run once and then remembered."""
+    key = _key(model_path)
+    with _lock:
+        if not force:
+            if key in _memory:
+                return _memory[key].model_copy(update={"cached": True})
+            saved = _load_cache(cache_dir).get(key)
+            if saved is not None and (saved.ok or saved.crashed):
+                _memory[key] = saved
+                return saved.model_copy(update={"cached": True})
+        result = run_probe(model_path, command=command)
+        logger.info("llama.cpp probe of %s: %s", model_path.name, result.detail or "ok")
+        if result.ok or result.crashed:  # a timeout or a Python error says nothing lasting
+            _memory[key] = result
+            results = _load_cache(cache_dir)
+            results[key] = result
+            _save_cache(cache_dir, results)
+        return result
+
+
+def check_runtime(
+    model_path: Path, *, cache_dir: Path | None = None, command: Sequence[str] | None = None
+) -> ProbeResult:
+    """Raise :class:`RuntimeCrashed` if the runtime kills a process generating one token.
+
+    Any other failure of the child (a timeout, a file llama.cpp refuses) is left to the
+    in-process load, which reports it with its own error."""
+    result = probe(model_path, cache_dir=cache_dir, command=command)
+    if result.crashed:
+        raise RuntimeCrashed(
+            f"The local model runtime (llama.cpp) crashed while loading {model_path.name} in a "
+            f"test run: {result.detail}."
+        )
+    return result
+
+
+def _child(model_path: str) -> int:
+    from llama_cpp import Llama
+
+    llama = Llama(model_path=model_path, n_ctx=64, n_batch=64, n_threads=1, verbose=False)
+    llama.create_completion("Hello", max_tokens=1, temperature=0.0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1]))

@@ -1,0 +1,132 @@
+"""The local runtime probe: a llama.cpp build that kills its process is caught in a child.
+
+The crashing children here kill themselves with SIGILL on purpose, as a build using
+instructions the CPU refuses does; the last test probes the real runtime with the real 0.5B.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llm_fixtures import fast_model_path, write_gguf  # noqa: F401 - fixture
+from research_fixtures import models, plan
+
+import models.probe as probe_mod
+from core.cli import main
+from core.service import Sourcebook
+from models.errors import ModelBackendError
+from models.llamacpp import LlamaCppLLM
+from models.llm import ChatMessage, ScriptedLLM
+from models.probe import RuntimeCrashed, check_runtime, probe, run_probe
+
+CRASH = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"]
+
+
+def counting_child(marker: Path) -> list[str]:
+    """A child that succeeds and leaves one line in ``marker`` per run."""
+    code = f"open({str(marker)!r}, 'a').write('run\\n')"
+    return [sys.executable, "-c", code]
+
+
+@pytest.fixture(autouse=True)
+def _forget_results() -> Iterator[None]:
+    probe_mod._memory.clear()
+    yield
+    probe_mod._memory.clear()
+
+
+def test_a_child_killed_by_an_instruction_is_reported_in_words(tmp_path: Path) -> None:
+    model = write_gguf(tmp_path / "m.gguf")
+    result = run_probe(model, command=CRASH)
+    assert not result.ok and result.crashed
+    assert "SIGILL (illegal instruction)" in result.detail
+    with pytest.raises(RuntimeCrashed) as err:
+        check_runtime(model, command=CRASH)
+    text = str(err.value)
+    assert "crashed" in text and "m.gguf" in text
+    assert "CPU instructions" in text and "make rebuild-llama" in text
+    assert "OpenAI-compatible server" in text  # what still works meanwhile
+
+
+def test_a_python_error_in_the_child_is_not_called_a_crash(tmp_path: Path) -> None:
+    model = write_gguf(tmp_path / "m.gguf")
+    result = run_probe(model, command=[sys.executable, "-c", "raise SystemExit('bad file')"])
+    assert not result.ok and not result.crashed and result.detail == "bad file"
+    check_runtime(model, command=[sys.executable, "-c", "raise SystemExit(3)"])  # no raise
+
+
+def test_a_result_is_kept_per_runtime_build(tmp_path: Path, monkeypatch: Any) -> None:
+    model = write_gguf(tmp_path / "m.gguf")
+    marker = tmp_path / "runs.txt"
+    cache = tmp_path / "cache"
+    first = probe(model, cache_dir=cache, command=counting_child(marker))
+    again = probe(model, cache_dir=cache, command=counting_child(marker))
+    assert first.ok and not first.cached and again.cached
+    probe_mod._memory.clear()  # a new process: the result comes from the cache folder
+    assert probe(model, cache_dir=cache, command=counting_child(marker)).cached
+    assert marker.read_text().count("run") == 1
+    monkeypatch.setattr(probe_mod, "runtime_fingerprint", lambda: "another-build")
+    assert not probe(model, cache_dir=cache, command=counting_child(marker)).cached
+    assert marker.read_text().count("run") == 2
+    assert probe(model, cache_dir=cache, command=counting_child(marker), force=True).ok
+    assert marker.read_text().count("run") == 3
+
+
+def test_a_crashing_runtime_leaves_the_app_usable(
+    tmp_path: Path,
+    embedder: Any,
+    fast_model_path: Path,  # noqa: F811
+) -> None:
+    crashing = LlamaCppLLM(
+        fast_model_path, n_ctx=2048, probe=functools.partial(check_runtime, command=CRASH)
+    )
+    try:
+        with pytest.raises(ModelBackendError, match="crashed"):
+            crashing.chat([ChatMessage(role="user", content="Hello")], max_tokens=1)
+        assert not crashing.loaded  # never loaded in this process
+        app = Sourcebook(tmp_path / "home", embedder=embedder)
+        try:
+            pdf = tmp_path / "note.pdf"
+            import pymupdf
+
+            doc = pymupdf.open()
+            doc.new_page().insert_text((72, 72), "The lighthouse keeper logged 41 storms.")
+            doc.save(pdf)
+            doc.close()
+            assert not app.add([pdf]).failed
+            q = "How many storms did the lighthouse keeper log?"
+            report = app.research(
+                q,
+                models=models(ScriptedLLM([plan(("q1", q, []))]), crashing, crashing),
+                task="crash",
+            )
+            assert any("crashed" in r and "rebuild" in r for r in report.status_reasons)
+            hits = app.search("lighthouse storms", k=3)  # the library still answers
+            assert hits and "41 storms" in hits[0].snippet
+        finally:
+            app.close()
+    finally:
+        crashing.close()
+
+
+def test_cli_models_says_when_the_runtime_crashes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    folder = tmp_path / "ggufs"
+    write_gguf(folder / "tiny-model.gguf")
+    monkeypatch.setattr(probe_mod, "probe_command", lambda _path: CRASH)
+    code = main(["--home", str(tmp_path / "home"), "models", "--path", str(folder), "--probe"])
+    out = capsys.readouterr().out
+    assert code == 0  # the list is still printed
+    assert "CRASHED" in out and "SIGILL" in out and "make rebuild-llama" in out
+
+
+@pytest.mark.real_model
+def test_the_real_runtime_passes_its_probe(fast_model_path: Path) -> None:  # noqa: F811
+    result = run_probe(fast_model_path)
+    assert result.ok, result.detail
