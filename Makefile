@@ -3,7 +3,6 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
-export LANCEDB_LOG := error
 # llama-cpp-python builds from source, once per .venv, and `run`, `test` and `bench` all use that
 # one build. llama.cpp's default (GGML_NATIVE=ON) compiles for every instruction the build
 # machine's cpuid reports, and a CPU may report instructions its OS or VM does not grant (Intel

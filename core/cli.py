@@ -378,7 +378,6 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("LANCEDB_LOG", "error")
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

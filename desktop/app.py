@@ -197,7 +197,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Open the app; returns the exit code when the last window closes."""
     args = _parse(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("LANCEDB_LOG", "error")
     app = create_application()
     try:
         service = Sourcebook(args.home)

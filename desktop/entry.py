@@ -15,6 +15,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from core.logging_setup import native_log_defaults
+
 logger = logging.getLogger(__name__)
 
 _APP_FLAGS = frozenset({"-v", "--verbose"})
@@ -41,6 +43,8 @@ def _has_display() -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # First, before the app or the CLI imports lancedb, which reads its log level on import.
+    native_log_defaults()
     args = list(sys.argv[1:] if argv is None else argv)
     if wants_app(args):
         if not _has_display():

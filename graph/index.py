@@ -379,16 +379,18 @@ class PassageIndex:
         Asks for row ids when the row map holds for the table, else for ``passage_id``s (see
         the module docstring); a write that lands during the query sends it the slow way.
         """
+        # The score column is named in the projection: lance adds it anyway for now, but warns
+        # on stderr at every query that left it out (a future version will drop it).
         rowmap = self._rowmap_now()
         if rowmap is not None:
-            tab = await make().select([]).with_row_id().to_arrow()
+            tab = await make().select([column]).with_row_id().to_arrow()
             ids = (
                 rowmap.lookup(tab.column("_rowid").to_numpy()) if self._gen == rowmap.gen else None
             )
             if ids is not None:
                 return ids, tab.column(column).to_numpy()
             self._start_rowmap_read()
-        tab = await make().select(["passage_id"]).to_arrow()
+        tab = await make().select(["passage_id", column]).to_arrow()
         return tab.column("passage_id").to_pylist(), tab.column(column).to_numpy()
 
     async def _vector_async(
