@@ -1,7 +1,8 @@
 """The `sourcebook` command line.
 
 Exit codes: 0 success; 1 some inputs failed (the rest was done); 2 usage or settings error;
-3 not found; 4 any other Sourcebook error (the message says what to do); 130 interrupted.
+3 not found; 4 any other Sourcebook error (the message says what to do); 130 interrupted; 141 the
+reader of the output went away (``| head``), the code a tool stopped by SIGPIPE reports.
 """
 
 from __future__ import annotations
@@ -377,6 +378,23 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        # Flushed here rather than at exit, so a reader that went away is met below.
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # The reader closed the pipe (`| head`, `less` quit): stop quietly, as a pipeline's
+        # tools do. Python's recipe: stdout now points at devnull, so the interpreter's last
+        # flush of what is still buffered cannot fail again. Not 0: the output was cut short
+        # (a later step, such as writing --out, may not have run); 141 = 128 + SIGPIPE is what
+        # a tool killed by the closed pipe reports, so scripts see it like `yes | head`.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     parser = build_parser()
     args = parser.parse_args(argv)

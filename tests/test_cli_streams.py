@@ -1,5 +1,5 @@
-"""What the installed ``sourcebook`` script leaves on stderr, run as a real process: no native
-library chatter."""
+"""What the installed ``sourcebook`` script leaves on stdout and stderr, run as a real process:
+quiet when its reader stops early (``| head``), and no native library chatter on stderr."""
 
 from __future__ import annotations
 
@@ -40,8 +40,9 @@ def child_env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def big_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A library of 400 short synthetic records, built with the settings' embedder, the one
-    the child processes search with."""
+    """A library of 400 short synthetic records: a search for all of them prints ~150 kB,
+    more than a pipe holds, so a reader that stops early really cuts the writer off. Built with
+    the settings' embedder, the one the child processes search with."""
     root = tmp_path_factory.mktemp("streams")
     rng = random.Random(7)
     corpus = root / "records.jsonl"
@@ -56,6 +57,29 @@ def big_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     finally:
         app.close()
     yield root / "home"
+
+
+def test_search_piped_into_a_reader_that_stops_early_exits_quietly(
+    big_home: Path, tmp_path: Path
+) -> None:
+    err = tmp_path / "stderr.txt"
+    with err.open("wb") as err_file:
+        proc = subprocess.Popen(
+            [*sourcebook_cmd(), "--home", str(big_home), "search", "harbor cargo", "-k", "400"],
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=err_file,
+            cwd=REPO,
+        )
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # like `| head -1`: one line, then the pipe closes
+        proc.stdout.close()
+        code = proc.wait(timeout=180)
+    stderr = err.read_text(encoding="utf-8", errors="replace")
+    assert first.startswith(b" 1. ev1:"), (first, stderr)
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+    assert "Exception ignored" not in stderr, stderr
+    assert code == 141, stderr
 
 
 @pytest.mark.parametrize("lancedb_log", [None, "warn"])
