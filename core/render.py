@@ -21,6 +21,7 @@ import pymupdf
 from pydantic import BaseModel, Field
 
 from core.errors import CorruptFileError, EncryptedFileError, NotFoundError
+from core.ingest.pdfrepair import open_pdf
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,9 @@ def render_pdf_page(path: Path, page_index: int, zoom: float, *, doc_id: str = "
     zoom = min(max(float(zoom), MIN_ZOOM), MAX_ZOOM)
     with _render_lock:
         try:
-            doc = pymupdf.open(path)
+            # opened as the ingest reader opens it, so a damaged file's recovered pages are
+            # numbered the same here as in the passages that cite them
+            doc = open_pdf(path).doc
         except Exception as exc:  # pymupdf raises several unrelated types
             raise CorruptFileError(f"Cannot open {path.name}: {exc}", path=path) from exc
         try:

@@ -190,3 +190,25 @@ def make_sec_cover_pdf(path: Path, lines: list[str]) -> None:
     doc.set_metadata({"title": "0000000000-24-000001"})  # a filing number, as EDGAR leaves it
     doc.save(path)
     doc.close()
+
+
+def make_tail_tree_pdf(path: Path, pages: int) -> list[str]:
+    """Like :func:`make_multipage_pdf`, but with the catalog and the page tree written last, as
+    most PDF 1.5+ writers leave them: a copy cut short loses the page tree, not the pages."""
+    sentences = make_multipage_pdf(path, pages)
+    doc = pymupdf.open(path)
+    catalog = doc.pdf_catalog()
+    root = int(doc.xref_get_key(catalog, "Pages")[1].split()[0])
+    new_root = doc.get_new_xref()
+    doc.update_object(new_root, doc.xref_object(root))
+    for i in range(doc.page_count):
+        doc.xref_set_key(doc[i].xref, "Parent", f"{new_root} 0 R")
+    new_catalog = doc.get_new_xref()
+    doc.update_object(new_catalog, f"<< /Type /Catalog /Pages {new_root} 0 R >>")
+    doc.xref_set_key(-1, "Root", f"{new_catalog} 0 R")
+    doc.update_object(root, "null")
+    doc.update_object(catalog, "null")
+    data = doc.tobytes()  # object order kept: the new catalog and tree come last
+    doc.close()
+    path.write_bytes(data)
+    return sentences

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pdfgen
@@ -16,6 +17,7 @@ from core.errors import (
     UnsupportedFileError,
 )
 from core.ingest import extract_file
+from core.render import render_pdf_page
 from core.settings import IngestSettings
 from models.embedder import WordPieceCounter, minilm_dir
 
@@ -51,18 +53,67 @@ def test_corrupt_pdf(tmp_path: Path, count: WordPieceCounter) -> None:
     _raises(p, CorruptFileError, count)
 
 
-def test_truncated_pdf(tmp_path: Path, count: WordPieceCounter) -> None:
+def test_truncated_pdf_keeps_readable_pages(tmp_path: Path, count: WordPieceCounter) -> None:
     src = tmp_path / "full.pdf"
-    pdfgen.make_multipage_pdf(src, 3)
+    sentences = pdfgen.make_multipage_pdf(src, 7)
     data = src.read_bytes()
     p = tmp_path / "truncated.pdf"
-    p.write_bytes(data[: len(data) // 3])
-    try:
-        doc = extract_file(p, settings=SETTINGS, count_tokens=count)
-    except CorruptFileError as exc:
-        assert "truncated.pdf" in exc.message
-    else:  # MuPDF may repair it: then the damage must be reported, never silent
-        assert any("damaged" in pr for pr in doc.document.problems)
+    p.write_bytes(data[: len(data) // 2])  # an interrupted download
+    doc = extract_file(p, settings=SETTINGS, count_tokens=count)
+    (problem,) = doc.document.problems
+    m = re.match(r"repaired: (\d) of 7 pages readable \(the file looks truncated\)", problem)
+    assert m, problem
+    readable = int(m.group(1))
+    assert 2 <= readable < 7
+    assert f"pages {readable + 1}-7 could not be read" in problem
+    assert doc.document.page_count == 7
+    for i, s in enumerate(sentences[: readable - 1]):  # the last readable page may be cut
+        (passage,) = [x for x in doc.passages if s in x.text]
+        assert passage.page_start == i
+    assert all(x.page_end is not None and x.page_end < readable for x in doc.passages)
+    assert [pg.has_text_layer for pg in doc.pages][readable:] == [False] * (7 - readable)
+
+
+def test_truncated_pdf_without_page_tree(tmp_path: Path, count: WordPieceCounter) -> None:
+    src = tmp_path / "full.pdf"
+    sentences = pdfgen.make_tail_tree_pdf(src, 7)
+    data = src.read_bytes()
+    p = tmp_path / "truncated.pdf"
+    p.write_bytes(data[: len(data) // 2])
+    doc = extract_file(p, settings=SETTINGS, count_tokens=count)
+    (problem,) = doc.document.problems
+    m = re.match(r"repaired: (\d) pages readable \(the file looks truncated\)", problem)
+    assert m, problem  # the page tree is lost with the end of the file: no "of 7"
+    assert "page count is unknown" in problem
+    readable = int(m.group(1))
+    assert 2 <= readable < 7 and doc.document.page_count == readable
+    (first,) = [x for x in doc.passages if sentences[0] in x.text]
+    assert first.page_start == 0
+    # the viewer opens the file the same way: the cited page is the one that was read
+    shown = render_pdf_page(p, first.page_start, 0.2)
+    assert shown.page_count == readable
+
+
+def test_truncated_pdf_nothing_readable(tmp_path: Path, count: WordPieceCounter) -> None:
+    src = tmp_path / "full.pdf"
+    pdfgen.make_tail_tree_pdf(src, 3)
+    data = src.read_bytes()
+    p = tmp_path / "truncated.pdf"
+    p.write_bytes(data[: data.index(b"stream")])  # cut before the first page's content
+    err = _raises(p, CorruptFileError, count)
+    assert "is cut short" in err.message and "no page could be recovered" in err.message
+    assert "download or copy the file again" in err.hint
+
+
+def test_truncated_encrypted_pdf(tmp_path: Path, count: WordPieceCounter) -> None:
+    src = tmp_path / "locked.pdf"
+    pdfgen.make_encrypted_pdf(src)
+    data = src.read_bytes()
+    p = tmp_path / "truncated.pdf"
+    # cut inside the trailer, after the encryption dictionary's start but before the file id
+    p.write_bytes(data[: data.rindex(b"/Filter/Standard") + 20])
+    err = _raises(p, CorruptFileError, count)
+    assert "the file is encrypted, and what is needed to decrypt it" in err.message
 
 
 def test_encrypted_pdf(tmp_path: Path, count: WordPieceCounter) -> None:

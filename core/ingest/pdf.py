@@ -1,9 +1,9 @@
 """PDF reading with PyMuPDF: words with boxes, reading order, headings, table rows.
 
-One ``TextPage`` per page gives both the line styles (``extractDICT``) and the word boxes
-(``extractWORDS``); the two share block and line numbers, so every word is tied to its line's
-font size and weight. Lines are cut into *segments* at wide gaps (table cells), and segments are
-ordered:
+A file is opened by :mod:`core.ingest.pdfrepair` (which recovers what it can of a damaged or
+cut-short file) and its pages are read by :mod:`core.ingest.pdfpage`: words with their boxes,
+each tied to its line's font size and weight, and lines cut into *segments* at wide gaps (table
+cells). Segments are then ordered:
 
 - a page is read as two columns when a vertical gutter near the middle has prose on both sides
   (many wide, long lines left and right); segments crossing the gutter (titles, full-width
@@ -24,66 +24,21 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pymupdf
-
 from core.errors import CorruptFileError, EncryptedFileError, FileTooLargeError
 from core.ingest.chunking import Block, WordBox
 from core.ingest.ocr import OcrBlock, OcrPage, OcrPageError, OcrProgress, ocr_engine
-from core.ingest.titles import COVER_LINES, sec_cover_title
+from core.ingest.pdfpage import CURRENCY, PageData, Seg, read_pages
+from core.ingest.pdfrepair import cut_short, key_lost, open_pdf, page_ranges, unreadable_message
+from core.ingest.titles import sec_cover_title
 from core.settings import IngestSettings
 from graph.schemas import Page
 
 logger = logging.getLogger(__name__)
 
-_FLAGS = pymupdf.TEXTFLAGS_WORDS  # ligatures, whitespace, mediabox clip; no images
-_CURRENCY = frozenset({"$", "€", "£", "¥", "(", "($", "US$"})
-_BOLD_NAMES = ("bold", "black", "heavy", "semibold", "demi")
-_IMAGE_ONLY_MAX_CHARS = 100
-_IMAGE_ONLY_MIN_COVER = 0.5
-
-# a word: x0, y0, x1, y1, text
-_W = tuple[float, float, float, float, str]
-
-
-@dataclass(slots=True)
-class _Seg:
-    """A run of words on one line, without wide gaps: a text line or a table cell."""
-
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-    size: float
-    bold: bool
-    words: list[_W]
-    block: int
-    vertical: bool = False
-
-    @property
-    def width(self) -> float:
-        return self.x1 - self.x0
-
-    @property
-    def height(self) -> float:
-        return self.y1 - self.y0
-
-    def nchars(self) -> int:
-        return sum(len(w[4]) for w in self.words) + len(self.words) - 1
-
-
-@dataclass(slots=True)
-class _PageData:
-    index: int
-    width: float
-    height: float
-    segs: list[_Seg]
-    chars: int
-    image_only: bool = False
-
 
 @dataclass(slots=True)
 class _Row:
-    segs: list[_Seg]
+    segs: list[Seg]
     y0: float
     y1: float
     size: float = 0.0
@@ -105,80 +60,10 @@ class PdfContent:
     problems: list[str]
 
 
-def _is_bold(span: dict[str, object]) -> bool:
-    flags = span.get("flags", 0)
-    font = str(span.get("font", "")).lower()
-    return bool(int(flags) & 16) or any(k in font for k in _BOLD_NAMES)  # type: ignore[call-overload]
-
-
-def _read_page(page: pymupdf.Page) -> _PageData:
-    tp = page.get_textpage(flags=_FLAGS)
-    d = tp.extractDICT()
-    by_line: dict[tuple[int, int], list[_W]] = {}
-    for x0, y0, x1, y1, text, b, ln, _wn in tp.extractWORDS():
-        by_line.setdefault((b, ln), []).append((x0, y0, x1, y1, text))
-    segs: list[_Seg] = []
-    chars = 0
-    for block in d["blocks"]:
-        bno = block["number"]
-        for li, line in enumerate(block.get("lines", ())):
-            words = by_line.get((bno, li))
-            if not words:
-                continue
-            best = 0
-            size = 0.0
-            bold = True
-            for span in line["spans"]:
-                n = len(span["text"].strip())
-                if not n:
-                    continue
-                if n > best:
-                    best, size = n, float(span["size"])
-                bold = bold and _is_bold(span)
-            _dx, dy = line["dir"]
-            vertical = abs(dy) > 0.2
-            chars += sum(len(w[4]) for w in words)
-            # cut the line at wide gaps: table cells that MuPDF put on one line
-            start = 0
-            gap_limit = max(1.8 * size, 8.0)
-            for k in range(1, len(words)):
-                gap = words[k][0] - words[k - 1][2]
-                if not vertical and gap > gap_limit and words[k - 1][4] not in _CURRENCY:
-                    segs.append(_make_seg(words[start:k], size, bold, bno, vertical))
-                    start = k
-            segs.append(_make_seg(words[start:], size, bold, bno, vertical))
-    rect = page.rect
-    return _PageData(page.number or 0, float(rect.width), float(rect.height), segs, chars)
-
-
-def _make_seg(words: list[_W], size: float, bold: bool, block: int, vertical: bool) -> _Seg:
-    return _Seg(
-        min(w[0] for w in words),
-        min(w[1] for w in words),
-        max(w[2] for w in words),
-        max(w[3] for w in words),
-        size,
-        bold,
-        words,
-        block,
-        vertical,
-    )
-
-
-def _image_cover(page: pymupdf.Page) -> float:
-    """Fraction of the page area covered by images (0..1, overlaps counted once at most)."""
-    area = abs(page.rect) or 1.0
-    covered = 0.0
-    for info in page.get_image_info():
-        r = pymupdf.Rect(info["bbox"]) & page.rect
-        covered += abs(r)
-    return min(1.0, covered / area)
-
-
 # ---------------------------------------------------------------- reading order
 
 
-def _find_gutter(segs: list[_Seg], width: float) -> float | None:
+def _find_gutter(segs: list[Seg], width: float) -> float | None:
     """The x of a two-column gutter, or None when the page is not two prose columns."""
     if len(segs) < 8:
         return None
@@ -231,7 +116,7 @@ def _find_gutter(segs: list[_Seg], width: float) -> float | None:
     return g
 
 
-def _rows(segs: list[_Seg]) -> list[_Row]:
+def _rows(segs: list[Seg]) -> list[_Row]:
     """Group segments of one region into visual rows, top to bottom, cells left to right."""
     rows: list[_Row] = []
     for s in sorted(segs, key=lambda s: (s.y0, s.x0)):
@@ -248,13 +133,13 @@ def _rows(segs: list[_Seg]) -> list[_Row]:
         r.seps = [""]
         for a, b in zip(r.segs, r.segs[1:], strict=False):
             wide = b.x0 - a.x1 > max(a.size, b.size, 4.0)
-            r.seps.append(" | " if wide and a.words[-1][4] not in _CURRENCY else " ")
+            r.seps.append(" | " if wide and a.words[-1][4] not in CURRENCY else " ")
         r.size = max(s.size for s in r.segs)
         r.bold = all(s.bold for s in r.segs)
     return rows
 
 
-def _ordered_regions(page: _PageData) -> list[list[_Row]]:
+def _ordered_regions(page: PageData) -> list[list[_Row]]:
     """Rows of the page in reading order, as regions (a region switch ends a paragraph)."""
     horiz = [s for s in page.segs if not s.vertical]
     vert = [s for s in page.segs if s.vertical]
@@ -263,8 +148,8 @@ def _ordered_regions(page: _PageData) -> list[list[_Row]]:
     if g is None:
         regions.append(_rows(horiz))
     else:
-        band: list[_Seg] = []
-        spanning: list[_Seg] = []
+        band: list[Seg] = []
+        spanning: list[Seg] = []
 
         def flush() -> None:
             if band:
@@ -293,7 +178,7 @@ def _ordered_regions(page: _PageData) -> list[list[_Row]]:
 # ---------------------------------------------------------------- headings and blocks
 
 
-def _body_size(pages: list[_PageData]) -> float:
+def _body_size(pages: list[PageData]) -> float:
     counts: Counter[float] = Counter()
     for p in pages:
         for s in p.segs:
@@ -358,7 +243,7 @@ def _row_text(row: _Row) -> str:
     )
 
 
-def _page_blocks(page: _PageData, body: float) -> list[_Builder]:
+def _page_blocks(page: PageData, body: float) -> list[_Builder]:
     out: list[_Builder] = []
     for region in _ordered_regions(page):
         cur: _Builder | None = None
@@ -454,24 +339,11 @@ def _meaningful_title(title: str | None) -> str | None:
     return t
 
 
-def _ranges(nums: list[int]) -> str:
-    parts: list[str] = []
-    start = prev = nums[0]
-    for n in [*nums[1:], None]:
-        if n is not None and n == prev + 1:
-            prev = n
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if n is not None:
-            start = prev = n
-    return ", ".join(parts)
-
-
 def image_only_problem(page_numbers: list[int], reason: str = "OCR is not available") -> str:
     """The problem text for scanned pages (1-based page numbers) that were not OCRed."""
     if len(page_numbers) == 1:
         return f"page {page_numbers[0]} has no text layer (scanned image?); {reason}"
-    return f"pages {_ranges(page_numbers)} have no text layer (scanned images?); {reason}"
+    return f"pages {page_ranges(page_numbers)} have no text layer (scanned images?); {reason}"
 
 
 def _ocr_builder(b: OcrBlock) -> _Builder:
@@ -499,46 +371,33 @@ def read_pdf(
     """
     name = path.name
     try:
-        doc = pymupdf.open(stream=data, filetype="pdf")
+        opened = open_pdf(data)
     except Exception as exc:  # pymupdf raises FileDataError, RuntimeError, ValueError...
+        if cut_short(data):
+            message, hint = unreadable_message(name, 0, truncated=True, repaired=True)
+            raise CorruptFileError(message, path=path, hint=hint) from exc
         raise CorruptFileError(f"{name} cannot be opened as a PDF: {exc}.", path=path) from exc
+    doc = opened.doc
     try:
         if doc.needs_pass:
             raise EncryptedFileError(f"{name} is password-protected.", path=path)
         n = doc.page_count
-        if n == 0:
-            raise CorruptFileError(
-                f"{name} has no readable pages (damaged or truncated?).", path=path
-            )
         if n > max_pages:
             raise FileTooLargeError(
                 f"{name} has {n:,} pages, over the {max_pages:,}-page limit.",
                 path=path,
                 hint="Split the PDF, or raise `ingest.max_pages` in the settings.",
             )
-        problems: list[str] = []
-        if doc.is_repaired:
-            problems.append("the file was damaged and has been repaired; some text may be missing")
-        pages_data: list[_PageData] = []
-        first_lines: list[str] = []
-        for i in range(n):
-            try:
-                page = doc.load_page(i)
-                pd = _read_page(page)
-                if i == 0:
-                    first_lines = page.get_text().splitlines()[:COVER_LINES]
-                if pd.chars < _IMAGE_ONLY_MAX_CHARS:
-                    cover = _image_cover(page)
-                    pd.image_only = (pd.chars == 0 and cover > 0) or cover >= _IMAGE_ONLY_MIN_COVER
-                    if pd.chars == 0 and cover == 0:
-                        pd.image_only = False
-            except Exception as exc:
-                raise CorruptFileError(
-                    f"{name}: page {i + 1} of {n} cannot be read ({exc}); the file is damaged or "
-                    "truncated.",
-                    path=path,
-                ) from exc
-            pages_data.append(pd)
+        pages_data, first_lines, problems = read_pages(opened, name)
+        if all(pd.lost for pd in pages_data):
+            message, hint = unreadable_message(
+                name,
+                n,
+                truncated=opened.truncated,
+                repaired=opened.repaired,
+                encrypted=key_lost(data, opened),
+            )
+            raise CorruptFileError(message, path=path, hint=hint)
         scans = [pd.index for pd in pages_data if pd.image_only]
         ocr_results: dict[int, OcrPage | OcrPageError] = {}
         no_ocr = "OCR is not available"
@@ -564,7 +423,7 @@ def read_pdf(
                 width=pd.width,
                 height=pd.height,
                 char_count=ocr.chars if isinstance(ocr, OcrPage) else pd.chars,
-                has_text_layer=not pd.image_only and pd.chars > 0,
+                has_text_layer=not pd.image_only and not pd.lost and pd.chars > 0,
             )
         )
         if pd.image_only:
@@ -585,7 +444,7 @@ def read_pdf(
         problems.append(image_only_problem(ocr_empty, "OCR found no text"))
     if ocred:
         problems.append(
-            f"{'pages' if len(ocred) > 1 else 'page'} {_ranges(ocred)} had no text layer and "
+            f"{'pages' if len(ocred) > 1 else 'page'} {page_ranges(ocred)} had no text layer and "
             f"{'were' if len(ocred) > 1 else 'was'} read by OCR (Tesseract); "
             "recognition errors are possible"
         )
