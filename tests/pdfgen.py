@@ -212,3 +212,49 @@ def make_tail_tree_pdf(path: Path, pages: int) -> list[str]:
     doc.close()
     path.write_bytes(data)
     return sentences
+
+
+TOC_ENTRIES = [("1. Introduction", "2"), ("1.1. Scope of the Study", "2"), ("2. Staffing", "3")]
+STRUCTURE_IDS = ["_9cdf804c-c003-4ebd-8997-69fb44b7fda2", "_Toc104567890"]
+LEADER_ROWS = [("Contractors", "12"), ("Employees", "340"), ("Volunteers", "7")]
+
+
+def make_toc_pdf(path: Path) -> None:
+    """A table of contents with dot leaders (glued to the title and number as word processors
+    write them, spaced, and standing alone), body pages whose margin holds bookmark ids in tiny
+    type, and a staffing table whose labels are joined to their figures by leaders."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    page.insert_text((250, 72), "Contents", fontsize=16, fontname="hebo")
+    y = 100.0
+    for k, (title, num) in enumerate(TOC_ENTRIES):
+        if k == 0:
+            line = title + "." * 70 + num  # one glued word: "Introduction....2"
+        elif k == 1:
+            line = title + " " + ". " * 30 + num
+        else:
+            line = title + " " + "." * 60 + " " + num
+        page.insert_text((72, y), line, fontsize=11, fontname="helv")
+        y += 14
+    body = doc.new_page(width=612, height=792)
+    body.insert_text((72, 72), "1. Introduction", fontsize=16, fontname="hebo")
+    body.insert_text((558, 90), STRUCTURE_IDS[0], fontsize=1.4, fontname="helv")
+    body.insert_textbox(
+        pymupdf.Rect(72, 100, 540, 200),
+        "The study reviews how the agency staffs its regional offices. It counts contractors, "
+        "employees and volunteers at the end of the fiscal year.",
+        fontsize=11,
+        fontname="helv",
+    )
+    body.insert_text((558, 140), STRUCTURE_IDS[1], fontsize=1.4, fontname="helv")
+    staff = doc.new_page(width=612, height=792)
+    staff.insert_text((72, 72), "2. Staffing", fontsize=16, fontname="hebo")
+    staff.insert_text(
+        (72, 100), "The offices employ the following people.", fontsize=11, fontname="helv"
+    )
+    y = 130.0
+    for label, num in LEADER_ROWS:
+        staff.insert_text((72, y), label + "." * 40 + num, fontsize=11, fontname="helv")
+        y += 14
+    doc.save(path)
+    doc.close()

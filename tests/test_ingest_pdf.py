@@ -151,3 +151,48 @@ def test_real_two_column_paper(count: WordPieceCounter) -> None:
     assert positions == sorted(positions)
     (passage,) = [p for p in doc.passages if "Yet, existing corpora" in p.text]
     assert passage.page_start == 1
+
+
+def test_dot_leaders_and_bookmark_ids_cleaned(tmp_path: Path, count: WordPieceCounter) -> None:
+    path = tmp_path / "toc.pdf"
+    pdfgen.make_toc_pdf(path)
+    doc = extract_file(path, settings=SETTINGS, count_tokens=count)
+    text = doc.text
+    assert "....." not in text and ". . . . ." not in text
+    for sid in pdfgen.STRUCTURE_IDS:
+        assert sid not in text
+    assert "It counts contractors, employees and volunteers" in text
+    # the table of contents is not indexed, nor its title: no passage has words on its page
+    assert not [w for p in doc.passages for w in p.words if w.page_index == 0]
+    assert doc.passages[0].heading_path == ["1. Introduction"]
+    # a figure table joined by leaders keeps its labels and figures as cells
+    for label, num in pdfgen.LEADER_ROWS:
+        assert f"{label} | {num}" in text.split("\n")
+    # every word that stays has a box around exactly its own characters
+    pdf = pymupdf.open(path)
+    checked = 0
+    for p in doc.passages:
+        for w in p.words:
+            word = p.text[w.start : w.end]
+            assert "." * 5 not in word
+            found = pdf[w.page_index].search_for(word)
+            assert any(
+                max(abs(a - b) for a, b in zip(f, w.rect, strict=True)) < 0.5 for f in found
+            ), (word, w.rect, found)
+            checked += 1
+    pdf.close()
+    assert checked > 30
+
+
+def test_sample_contents_and_bookmark_ids_cleaned(count: WordPieceCounter) -> None:
+    path = Path(__file__).parents[1] / "resources" / "samples" / "DOL2022.pdf"
+    doc = extract_file(path, settings=SETTINGS, count_tokens=count)
+    assert "....." not in doc.text and "_9cdf804c-c003-4ebd-8997-69fb44b7fda2" not in doc.text
+    page5 = " ".join(
+        p.text
+        for p in doc.passages
+        if p.page_start is not None and p.page_start <= 4 <= (p.page_end or 0)
+    )
+    assert "Empowering all workers morning, noon and night." in page5
+    # the table of contents (pages 1-4) gives no passage of its own
+    assert not any("Workforce Solutions | 4" in p.text for p in doc.passages)

@@ -2,8 +2,9 @@
 
 A file is opened by :mod:`core.ingest.pdfrepair` (which recovers what it can of a damaged or
 cut-short file) and its pages are read by :mod:`core.ingest.pdfpage`: words with their boxes,
-each tied to its line's font size and weight, and lines cut into *segments* at wide gaps (table
-cells). Segments are then ordered:
+cleaned of extraction artefacts (:mod:`core.ingest.pdfclean`), each tied to its line's font
+size and weight, and lines cut into *segments* at wide gaps (table cells). Segments are then
+ordered:
 
 - a page is read as two columns when a vertical gutter near the middle has prose on both sides
   (many wide, long lines left and right); segments crossing the gutter (titles, full-width
@@ -11,7 +12,9 @@ cells). Segments are then ordered:
 - tables are never taken for columns: their cells are short, so the prose test fails, and their
   cells on one baseline become one row ``cell | cell | cell``;
 - headings are lines larger than the document's body text, or bold body-size lines standing
-  alone; their levels come from the heading styles found in the whole document.
+  alone; their levels come from the heading styles found in the whole document;
+- a block made only of table-of-contents entries (a title, a dot leader, a page number) is
+  left out (see :meth:`_Builder.is_toc`).
 
 ``page.find_tables()`` was measured at ~1.7 s per page on the FinanceBench filings (vs ~11 ms per
 page for everything here), so table rows are rebuilt from word lines instead.
@@ -27,6 +30,7 @@ from pathlib import Path
 from core.errors import CorruptFileError, EncryptedFileError, FileTooLargeError
 from core.ingest.chunking import Block, WordBox
 from core.ingest.ocr import OcrBlock, OcrPage, OcrPageError, OcrProgress, ocr_engine
+from core.ingest.pdfclean import toc_page
 from core.ingest.pdfpage import CURRENCY, PageData, Seg, read_pages
 from core.ingest.pdfrepair import cut_short, key_lost, open_pdf, page_ranges, unreadable_message
 from core.ingest.titles import sec_cover_title
@@ -48,6 +52,12 @@ class _Row:
     @property
     def is_table(self) -> bool:
         return " | " in self.seps
+
+    def toc_page(self) -> str | None:
+        """The page number if this row is a table-of-contents entry (see ``pdfclean``)."""
+        last = self.segs[-1]
+        words = [w for seg in self.segs for w in seg.words]
+        return toc_page(words, len(last.words) - 1 in last.after_leader)
 
 
 @dataclass(slots=True)
@@ -214,8 +224,10 @@ class _Builder:
     length: int = 0
     rows: int = 0
     last_y1: float = 0.0
+    toc: list[str | None] = field(default_factory=list)  # each row's TOC page number, if any
 
     def add_row(self, row: _Row, sep: str) -> None:
+        self.toc.append(row.toc_page())
         if self.rows:
             self._put(sep)
         for seg, seg_sep in zip(row.segs, row.seps, strict=True):
@@ -235,6 +247,23 @@ class _Builder:
 
     def text(self) -> str:
         return "".join(self.parts)
+
+    def is_toc(self) -> bool:
+        """Whether the block holds only table-of-contents entries.
+
+        Every row ends with a page number after a dot leader, except the first lines of an
+        entry whose title wraps (at most two in a row), and the page numbers never go down: a
+        column of figures after leaders in a table does not read like that.
+        """
+        if len(self.toc) != self.rows or not self.toc or self.toc[-1] is None:
+            return False
+        run = 0
+        for page in self.toc:
+            run = run + 1 if page is None else 0
+            if run > 2:
+                return False
+        numbers = [int(p) for p in self.toc if p is not None and p.isdigit()]
+        return numbers == sorted(numbers)
 
 
 def _row_text(row: _Row) -> str:
@@ -280,7 +309,21 @@ def _page_blocks(page: PageData, body: float) -> list[_Builder]:
             assert cur is not None
             cur.add_row(row, sep)
             prev = row
-    return _fix_table_labels(out)
+    # a table of contents is not evidence: as a search hit it only repeats a heading and a
+    # page number. Its blocks go before chunking, so passage ordinals (and the evidence ids
+    # made from them) stay dense, and the catalog and the index hold the same passages. The
+    # heading right above it is its title, which would otherwise head the passages after it.
+    kept: list[_Builder] = []
+    last_kept = False  # whether the block just before was kept
+    for b in _fix_table_labels(out):
+        if not b.is_toc():
+            kept.append(b)
+            last_kept = True
+            continue
+        if last_kept and kept[-1].kind == "heading":
+            kept.pop()
+        last_kept = False
+    return kept
 
 
 def _fix_table_labels(blocks: list[_Builder]) -> list[_Builder]:
@@ -316,6 +359,7 @@ def _fix_table_labels(blocks: list[_Builder]) -> list[_Builder]:
                 (p, x0, y0, x1, y1, s + base, e + base) for p, x0, y0, x1, y1, s, e in nxt.words
             )
             t.rows += b.rows + nxt.rows
+            t.toc.extend(b.toc + nxt.toc)
             i += 2
             continue
         out.append(b)

@@ -2,19 +2,21 @@
 
 :func:`read_page` takes one ``TextPage`` per page for both the line styles (``extractDICT``)
 and the word boxes (``extractWORDS``); the two share block and line numbers, so every word is
-tied to its line's font size and weight, and lines are cut into segments at wide gaps (table
-cells).
+tied to its line's font size and weight. Words are cleaned of extraction artefacts
+(:mod:`core.ingest.pdfclean`) before lines are cut into segments at wide gaps (table cells).
 :func:`read_pages` reads every page of a file opened by :func:`core.ingest.pdfrepair.open_pdf`
 and keeps going past the pages that cannot be read.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
 import pymupdf
 
+from core.ingest.pdfclean import Char, Word, clean_line
 from core.ingest.pdfrepair import (
     OpenedPdf,
     bad_char,
@@ -26,9 +28,6 @@ from core.ingest.pdfrepair import (
 from core.ingest.titles import COVER_LINES
 
 logger = logging.getLogger(__name__)
-
-# x0, y0, x1, y1, text (a word as PyMuPDF's ``extractWORDS`` gives it)
-Word = tuple[float, float, float, float, str]
 
 _FLAGS = pymupdf.TEXTFLAGS_WORDS  # ligatures, whitespace, mediabox clip; no images
 CURRENCY = frozenset({"$", "€", "£", "¥", "(", "($", "US$"})
@@ -50,6 +49,7 @@ class Seg:
     words: list[Word]
     block: int
     vertical: bool = False
+    after_leader: frozenset[int] = frozenset()  # indices of words that came after a dot leader
 
     @property
     def width(self) -> float:
@@ -82,12 +82,28 @@ def _is_bold(span: dict[str, object]) -> bool:
 
 
 def read_page(page: pymupdf.Page, *, repaired: bool = False) -> PageData:
-    """A page's lines cut into segments (in a repaired file, without garbled words)."""
+    """A page's lines cut into segments, its words cleaned of artefacts (:mod:`pdfclean`)."""
     tp = page.get_textpage(flags=_FLAGS)
     d = tp.extractDICT()
     by_line: dict[tuple[int, int], list[Word]] = {}
     for x0, y0, x1, y1, text, b, ln, _wn in tp.extractWORDS():
         by_line.setdefault((b, ln), []).append((x0, y0, x1, y1, text))
+    raw: dict[tuple[int, int], list[Char]] | None = None
+
+    def line_chars(key: tuple[int, int]) -> list[Char]:
+        # character boxes are read only for pages with glued leaders: rawdict is slower
+        nonlocal raw
+        if raw is None:
+            raw = {}
+            for rb in tp.extractRAWDICT()["blocks"]:
+                for rli, rline in enumerate(rb.get("lines", ())):
+                    raw[(rb["number"], rli)] = [
+                        (ch["c"], float(ch["bbox"][0]), float(ch["bbox"][2]))
+                        for span in rline["spans"]
+                        for ch in span["chars"]
+                    ]
+        return raw.get(key, [])
+
     segs: list[Seg] = []
     chars = 0
     bad = 0
@@ -111,19 +127,20 @@ def read_page(page: pymupdf.Page, *, repaired: bool = False) -> PageData:
             vertical = abs(dy) > 0.2
             chars += sum(len(w[4]) for w in words)
             bad += sum(bad_char(c) for w in words for c in w[4])
-            if repaired:
-                words = [w for w in words if not any(bad_char(c) for c in w[4])]
-                if not words:
-                    continue
-            # cut the line at wide gaps: table cells that MuPDF put on one line
+            chars_of = None if vertical else functools.partial(line_chars, (bno, li))
+            words, after = clean_line(words, chars_of, drop_garbled=repaired)
+            if not words:
+                continue
+            # cut the line at wide gaps: table cells that MuPDF put on one line (a dot leader
+            # taken out leaves such a gap between a label and its number)
             start = 0
             gap_limit = max(1.8 * size, 8.0)
             for k in range(1, len(words)):
                 gap = words[k][0] - words[k - 1][2]
                 if not vertical and gap > gap_limit and words[k - 1][4] not in CURRENCY:
-                    segs.append(_make_seg(words, start, k, size, bold, bno, vertical))
+                    segs.append(_make_seg(words, start, k, after, size, bold, bno, vertical))
                     start = k
-            segs.append(_make_seg(words, start, len(words), size, bold, bno, vertical))
+            segs.append(_make_seg(words, start, len(words), after, size, bold, bno, vertical))
     rect = page.rect
     return PageData(
         page.number or 0, float(rect.width), float(rect.height), segs, chars, bad_chars=bad
@@ -134,6 +151,7 @@ def _make_seg(
     line: list[Word],
     start: int,
     end: int,
+    after: set[int],
     size: float,
     bold: bool,
     block: int,
@@ -150,6 +168,7 @@ def _make_seg(
         words,
         block,
         vertical,
+        frozenset(i - start for i in after if start <= i < end),
     )
 
 
