@@ -1,8 +1,9 @@
 """The `sourcebook` command line.
 
 Exit codes: 0 success; 1 some inputs failed (the rest was done); 2 usage or settings error;
-3 not found; 4 any other Sourcebook error (the message says what to do); 130 interrupted; 141 the
-reader of the output went away (``| head``), the code a tool stopped by SIGPIPE reports.
+3 not found; 4 any other Sourcebook error (the message says what to do); 75 the task is being
+run by another process (sysexits' EX_TEMPFAIL: try again later); 130 interrupted; 141 the reader
+of the output went away (``| head``), the code a tool stopped by SIGPIPE reports.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from core.cli_research import add_parsers
-from core.errors import ConfigError, NotFoundError, SourcebookError
+from core.errors import ConfigError, NotFoundError, SourcebookError, TaskBusyError
 from core.ingest.web import looks_like_url
 from core.library import AddProgress, LibraryChanges, ProgressFn
 from core.llms import list_models, probe_local_runtime
@@ -415,6 +416,8 @@ def _main(argv: Sequence[str] | None) -> int:
             print(f"  -> {exc.hint}", file=sys.stderr)
         if isinstance(exc, ConfigError):
             return EXIT_USAGE
+        if isinstance(exc, TaskBusyError):
+            return EXIT_BUSY
         return EXIT_NOT_FOUND if isinstance(exc, NotFoundError) else EXIT_ERROR
     finally:
         if app is not None:

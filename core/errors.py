@@ -18,6 +18,7 @@ ever shows a bare traceback.
     │   └── EmbedderMismatchError  the library's vectors are another embedder's; adding refused
     ├── ModelError             an LLM or embedder failed; wraps ``models`` errors
     ├── CitationError          a report's citations could not be verified
+    ├── TaskBusyError          the task is being run by another process (``pid``, ``host``...)
     └── CancelledError         the user cancelled; not a failure
 
 ``graph`` and ``models`` sit below ``core`` and may not import it: they raise their own
@@ -108,6 +109,37 @@ class ModelError(SourcebookError):
 
 class CitationError(SourcebookError):
     pass
+
+
+class TaskBusyError(SourcebookError):
+    """Another live process holds the task's lease (it is running the task right now).
+
+    Two runners of one task would append to one task log and each reuse the other's steps, so
+    the second is refused; ``pid``, ``host``, ``started`` and ``heartbeat`` (epoch seconds) name
+    the holder, for a message that says which process to wait for or stop.
+    """
+
+    default_hint = (
+        "Wait for it to finish or stop it; a run whose process is gone is taken over automatically."
+    )
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        task: str,
+        pid: int,
+        host: str,
+        started: float,
+        heartbeat: float,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.task = task
+        self.pid = pid
+        self.host = host
+        self.started = started
+        self.heartbeat = heartbeat
 
 
 class CancelledError(SourcebookError):

@@ -40,7 +40,7 @@ from typing import Any
 import pymupdf
 from pydantic import BaseModel, Field
 
-from core.errors import ConfigError, NotFoundError, SourcebookError
+from core.errors import ConfigError, NotFoundError, SourcebookError, TaskBusyError
 from core.eval_metrics import (
     CitationCheck,
     Dataset,
@@ -328,6 +328,10 @@ class Evaluator:
                 boundary=Boundary(doc_refs=scope),
                 on_event=on_event,
             )
+        except TaskBusyError:
+            # Another evaluation is running this series in the same library: stop, rather than
+            # leapfrog it question by question and both write one results file.
+            raise
         except SourcebookError as exc:
             logger.warning("research for %s failed: %s", q.qid, exc)
             res.error = str(exc)

@@ -8,24 +8,38 @@ process died) is marked ``unknown`` and runs again. Timing spans (stages, model 
 counts, tool calls) go to their own table so ``sourcebook tasks show NAME`` can say where the time
 went.
 
+A task being run holds a lease (``leases``: process id, host, start and heartbeat times), taken
+in one ``BEGIN IMMEDIATE`` transaction and kept fresh by a heartbeat thread, so a second process
+asked to run the same task is refused (:class:`~core.errors.TaskBusyError` names the holder)
+instead of running beside it and reusing its half-written steps. A lease whose holder is gone
+(its process no longer exists on this host, or its heartbeat stopped) is taken over: that is
+how a task resumes after a crash.
+
 Events are data: nothing read back from the log is ever treated as an instruction.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
+import socket
 import sqlite3
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from core.errors import StoreError
+from core.errors import StoreError, TaskBusyError
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +78,21 @@ CREATE TABLE IF NOT EXISTS spans (
     completion_tokens INTEGER,
     ok INTEGER NOT NULL DEFAULT 1
 );
+CREATE TABLE IF NOT EXISTS leases (
+    task TEXT PRIMARY KEY,
+    token TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    started REAL NOT NULL,
+    heartbeat REAL NOT NULL
+);
 """
+
+# The heartbeat runs on its own thread, so it stays fresh through model calls of any length; a
+# lease silent for STALE_AFTER_S belongs to a frozen process, a reused pid or another host's
+# crashed run, and may be taken over.
+HEARTBEAT_S = 5.0
+STALE_AFTER_S = 60.0
 
 
 class RecordingFailed(StoreError):
@@ -104,6 +132,104 @@ class TaskInfo(BaseModel):
     updated_at: float
 
 
+@dataclass(frozen=True)
+class LeaseHolder:
+    """Who holds a task's lease: process id, host name, and when it started and last beat."""
+
+    pid: int
+    host: str
+    started: float
+    heartbeat: float
+
+    def stale(self, now: float) -> bool:
+        """True when the holder is gone and its lease may be taken over."""
+        if now - self.heartbeat > STALE_AFTER_S:
+            return True
+        return self.host == socket.gethostname() and not _process_alive(self.pid)
+
+    def busy_error(self, task: str, now: float) -> TaskBusyError:
+        where = "" if self.host == socket.gethostname() else f" on {self.host}"
+        fmt = "%H:%M" if now - self.started < 86_400 else "%Y-%m-%d %H:%M"
+        started = time.strftime(fmt, time.localtime(self.started))
+        ago = max(0, round(now - self.heartbeat))
+        return TaskBusyError(
+            f"Task {task!r} is being run by process {self.pid}{where} "
+            f"(started {started}, last heartbeat {ago} s ago).",
+            task=task,
+            pid=self.pid,
+            host=self.host,
+            started=self.started,
+            heartbeat=self.heartbeat,
+        )
+
+
+def _process_alive(pid: int) -> bool:
+    if sys.platform == "win32":
+        # os.kill(pid, 0) terminates the process on Windows: there, only the heartbeat tells.
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    return True
+
+
+class TaskLease:
+    """This process's hold on one task, from :meth:`TaskLog.acquire` until :meth:`release`.
+
+    Threading contract: the heartbeat runs on a daemon thread of its own and writes through the
+    log's locked connection; :meth:`release` may be called from any thread, more than once. If
+    another process took the lease over meanwhile (this one looked gone: frozen, or a heartbeat
+    that could not be written for a long time), ``lost`` is set and ``on_lost`` called once, so
+    the run stops instead of writing beside the new holder.
+    """
+
+    def __init__(
+        self, log: TaskLog, task: str, token: str, on_lost: Callable[[], None] | None
+    ) -> None:
+        self.task = task
+        self.token = token
+        self.lost = threading.Event()
+        self._log = log
+        self._on_lost = on_lost
+        self._stop = threading.Event()
+        self._released = False
+        self._thread = threading.Thread(target=self._beat, name=f"lease:{task}", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            if not self._log._refresh_lease(self.task, self.token):
+                logger.warning(
+                    "task %s was taken over by another process; this run stops", self.task
+                )
+                self.lost.set()
+                if self._on_lost is not None:
+                    self._on_lost()
+                return
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        if not self._released:
+            self._released = True
+            self._log._drop_lease(self.task, self.token)
+
+    def __enter__(self) -> TaskLease:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
 class TaskLog:
     """SQLite-backed, append-only log of research tasks.
 
@@ -139,6 +265,75 @@ class TaskLog:
     def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             return list(self._db.execute(sql, args).fetchall())
+
+    # ------------------------------------------------------------------ leases
+
+    def acquire(self, task: str, *, on_lost: Callable[[], None] | None = None) -> TaskLease:
+        """Take the task's lease for this process, or raise ``TaskBusyError`` naming its holder.
+
+        Checking the holder and writing the new lease happen in one ``BEGIN IMMEDIATE``
+        transaction, so of two processes starting the same task at once exactly one gets it.
+        A stale lease (see :meth:`LeaseHolder.stale`) is taken over.
+        """
+        token = uuid.uuid4().hex
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    now = time.time()
+                    holder = self._holder(task)
+                    if holder is not None:
+                        if not holder.stale(now):
+                            raise holder.busy_error(task, now)
+                        logger.info(
+                            "task %s: taking over the lease of process %s on %s, which is gone",
+                            task,
+                            holder.pid,
+                            holder.host,
+                        )
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)",
+                        (task, token, os.getpid(), socket.gethostname(), now, now),
+                    )
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise RecordingFailed(f"Cannot take the lease on task {task!r}: {exc}") from exc
+        return TaskLease(self, task, token, on_lost)
+
+    def lease_holder(self, task: str) -> LeaseHolder | None:
+        """Who holds the task's lease now (stale or not), or None."""
+        with self._lock:
+            return self._holder(task)
+
+    def _holder(self, task: str) -> LeaseHolder | None:
+        row = self._db.execute(
+            "SELECT pid, host, started, heartbeat FROM leases WHERE task = ?", (task,)
+        ).fetchone()
+        return LeaseHolder(int(row[0]), str(row[1]), float(row[2]), float(row[3])) if row else None
+
+    def _refresh_lease(self, task: str, token: str) -> bool:
+        """Beat; False when the lease is no longer this holder's (another process took it)."""
+        try:
+            cur = self._write(
+                "UPDATE leases SET heartbeat = ? WHERE task = ? AND token = ?",
+                (time.time(), task, token),
+            )
+        except (RecordingFailed, sqlite3.Error) as exc:
+            # A missed beat is not a lost lease: the next one may get through.
+            logger.warning("could not refresh the lease of task %s: %s", task, exc)
+            return True
+        return cur.rowcount == 1
+
+    def _drop_lease(self, task: str, token: str) -> None:
+        try:
+            self._write("DELETE FROM leases WHERE task = ? AND token = ?", (task, token))
+        except (RecordingFailed, sqlite3.Error) as exc:
+            # Left behind, the lease goes stale when this process exits or stops beating.
+            logger.warning("could not release the lease of task %s: %s", task, exc)
 
     # ------------------------------------------------------------------ tasks
 

@@ -7,6 +7,7 @@ Every run goes through the panel's own path: ``Operations`` (exclusive pool) -> 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from desktop_research_fixtures import (
 from PySide6.QtCore import Qt
 from research_fixtures import pid_with, plan, worker_script
 
+from core.errors import TaskBusyError
+from core.research import task_name
 from core.service import Boundary, Report, RunEvent, Sourcebook
 from desktop import errors as desktop_errors
 from desktop.history_panel import HistoryPanel
@@ -339,3 +342,23 @@ def test_real_model_run_in_the_panel(
         ops.wait(60_000)
         svc.close()
         llm.close()
+
+
+def test_a_task_run_by_another_process_is_refused_in_the_error_dialog(
+    qtbot: Any, make_service: MakeService, ops: Operations, _errors_collected: list[Any]
+) -> None:
+    svc = make_service()
+    q = "When did the Eastline railway open?"
+    log = svc.task_log()
+    lease = log.acquire(task_name(q))  # as another runner of the same task would hold it
+    try:
+        panel = _panel(qtbot, svc, ops)
+        _ask(qtbot, panel, q)
+        qtbot.waitUntil(lambda: bool(_errors_collected), timeout=RUN_TIMEOUT)
+    finally:
+        lease.release()
+        log.close()
+    [exc] = _errors_collected
+    assert isinstance(exc, TaskBusyError) and exc.pid == os.getpid()
+    assert "is being run by process" in panel.status.text()
+    assert panel.start_btn.isEnabled()  # the panel is idle again, the run can be retried

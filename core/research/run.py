@@ -55,7 +55,7 @@ from core.research.schemas import (
 from core.research.tools import Fetched, Scope, Tools
 from core.research.trail import trail_lines, trail_section
 from core.research.words import focus_terms, gap_query, names
-from core.tasks import RecordingFailed, TaskLog
+from core.tasks import RecordingFailed, TaskLease, TaskLog
 from models.llm import LLM
 
 logger = logging.getLogger(__name__)
@@ -108,10 +108,11 @@ def clarify_questions(
 ) -> list[str]:
     """Questions to ask the user before the run (empty if the question is clear)."""
     task = req.task or task_name(req.question)
-    run = log.begin(task, req.question, {"stage": "clarify"})
-    ctx = _context(library, log, task, run, models, req, StopSignal(), None)
-    questions = planner.clarify(ctx, req.question)
-    log.finish(task, "clarifying", None)
+    with log.acquire(task):
+        run = log.begin(task, req.question, {"stage": "clarify"})
+        ctx = _context(library, log, task, run, models, req, StopSignal(), None)
+        questions = planner.clarify(ctx, req.question)
+        log.finish(task, "clarifying", None)
     return questions
 
 
@@ -145,8 +146,36 @@ def run_research(
     on_event: EventFn | None = None,
     on_token: Callable[[str], None] | None = None,
 ) -> Report:
-    """Run (or resume) the task; never raises for a run that started (the status says it)."""
+    """Run (or resume) the task; never raises for a run that started (the status says it).
+
+    Raises ``TaskBusyError`` before starting when another live process is running the task:
+    the run holds the task's lease from before it reads the saved report until it returns.
+    """
     task = req.task or task_name(req.question)
+    stop = StopSignal(cancel)
+    try:
+        lease = log.acquire(task, on_lost=stop.set)
+    except RecordingFailed as exc:
+        return Report(
+            task=task, question=req.question, status="recording_failed", status_reasons=[str(exc)]
+        )
+    try:
+        return _leased_run(library, log, models, req, task, stop, lease, on_event, on_token)
+    finally:
+        lease.release()
+
+
+def _leased_run(
+    library: Library,
+    log: TaskLog,
+    models: Mapping[str, LLM],
+    req: ResearchRequest,
+    task: str,
+    stop: StopSignal,
+    lease: TaskLease,
+    on_event: EventFn | None,
+    on_token: Callable[[str], None] | None,
+) -> Report:
     saved = log.get(task)
     if saved is not None and saved.status in FINAL and saved.report and not req.fresh:
         return Report.model_validate(saved.report)
@@ -160,7 +189,7 @@ def run_research(
         return Report(
             task=task, question=req.question, status="recording_failed", status_reasons=[str(exc)]
         )
-    ctx = _context(library, log, task, run, models, req, StopSignal(cancel), on_event)
+    ctx = _context(library, log, task, run, models, req, stop, on_event)
     state = _State(task=task, question=req.question)
     try:
         _run(ctx, req, state, on_token)
@@ -174,9 +203,14 @@ def run_research(
         logger.warning("research run %s failed: %s", task, exc)
         state.status = "partial"
         state.reasons.append(f"The run stopped: {exc}")
+    taken_over = lease.lost.is_set()
+    if taken_over:
+        state.status = "cancelled"
+        state.reasons.append("Another process took this task over; this run stopped.")
     report = state.report()
     try:
-        log.finish(task, report.status, report.model_dump(mode="json"))
+        if not taken_over:  # else the task's record is the new holder's to write
+            log.finish(task, report.status, report.model_dump(mode="json"))
     except RecordingFailed as exc:
         report.status = "recording_failed"
         report.status_reasons.append(str(exc))
