@@ -17,6 +17,7 @@ from core.errors import (
     UnsupportedFileError,
 )
 from core.ingest import extract_file
+from core.ingest.pdfclean import clean_line
 from core.render import render_pdf_page
 from core.settings import IngestSettings
 from models.embedder import WordPieceCounter, minilm_dir
@@ -174,3 +175,12 @@ def test_missing_and_jsonl(tmp_path: Path, count: WordPieceCounter) -> None:
     j = tmp_path / "c.jsonl"
     j.write_text('{"title": "a", "text": "b"}\n', encoding="utf-8")
     _raises(j, UnsupportedFileError, count)
+
+
+def test_repaired_pdf_words_with_lost_character_maps() -> None:
+    words = [(0.0, 0, 20, 10, "2022"), (22.0, 0, 26, 10, "\x96"), (28.0, 0, 48, 10, "2026")]
+    words += [(50.0, 0, 70, 10, "\x1f\x1e\x1d"), (72.0, 0, 90, 10, "caf\ufffd")]
+    kept, _ = clean_line(words, None, repaired=True)
+    assert [w[4] for w in kept] == ["2022", "–", "2026"]  # a cp1252 code, then garbage
+    assert kept[1][:4] == words[1][:4]
+    assert [w[4] for w in clean_line(words, None)[0]] == [w[4] for w in words]

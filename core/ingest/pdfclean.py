@@ -17,7 +17,9 @@ and every word that stays still has a box around exactly its own characters. Thr
   ``_Ref`` and ``_Hlk`` names with their digits. A bare GUID can be content (a product or
   class id in a technical text) and is kept;
 - in a repaired file, words holding characters whose character map was lost (control codes,
-  U+FFFD), which no reader can use.
+  U+FFFD), which no reader can use. A C1 control character there is a Windows-1252 code a
+  simple font's lost encoding left as it was, and is read as that character ("\x96" is "–");
+  it is one character either way, so the offsets do not move.
 
 :func:`clean_line` also says which words came right after a leader: a line whose last word is
 a page number after a leader is a table-of-contents entry (:func:`toc_page`).
@@ -44,6 +46,16 @@ _STRUCTURE_ID = re.compile(
 )
 # arabic, roman (one case throughout) or appendix ("A-3", "F-12") page numbers
 _PAGE_NUMBER = re.compile(r"\d{1,4}|[ivxlcdm]{1,7}|[IVXLCDM]{1,7}|[A-Z]{1,2}-\d{1,3}")
+
+
+_C1 = re.compile("[\x80-\x9f]")
+
+
+def _cp1252(m: re.Match[str]) -> str:
+    try:
+        return bytes([ord(m.group())]).decode("cp1252")
+    except UnicodeDecodeError:  # five C1 codes have no Windows-1252 character
+        return "\ufffd"
 
 
 def _dots(text: str) -> int:
@@ -93,13 +105,14 @@ def clean_line(
     words: list[Word],
     line_chars: Callable[[], list[Char]] | None,
     *,
-    drop_garbled: bool = False,
+    repaired: bool = False,
 ) -> tuple[list[Word], set[int]]:
     """The words of one text line without artefacts, and the indices of those after a leader.
 
     ``line_chars`` returns the line's characters (it is called only when a word has a leader
     glued to it); None for lines whose words cannot be cut by x (vertical text): their glued
-    leaders are kept. ``drop_garbled`` drops words holding :func:`bad_char` characters.
+    leaders are kept. ``repaired`` (the file was damaged) turns on the clean-up of lost
+    character maps described in the module docstring.
     """
     out: list[Word] = []
     after: set[int] = set()  # indices into ``out`` of words that follow a leader
@@ -107,7 +120,10 @@ def clean_line(
     chars: list[Char] | None = None
     for word in words:
         text = word[4]
-        if _STRUCTURE_ID.fullmatch(text) or (drop_garbled and any(bad_char(c) for c in text)):
+        if repaired and _C1.search(text):
+            text = _C1.sub(_cp1252, text)
+            word = (*word[:4], text)
+        if _STRUCTURE_ID.fullmatch(text) or (repaired and any(bad_char(c) for c in text)):
             continue
         if _leader_only(text):
             dots.append(word)

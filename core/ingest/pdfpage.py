@@ -128,7 +128,7 @@ def read_page(page: pymupdf.Page, *, repaired: bool = False) -> PageData:
             chars += sum(len(w[4]) for w in words)
             bad += sum(bad_char(c) for w in words for c in w[4])
             chars_of = None if vertical else functools.partial(line_chars, (bno, li))
-            words, after = clean_line(words, chars_of, drop_garbled=repaired)
+            words, after = clean_line(words, chars_of, repaired=repaired)
             if not words:
                 continue
             # cut the line at wide gaps: table cells that MuPDF put on one line (a dot leader
