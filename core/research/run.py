@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from core.errors import CancelledError, SourcebookError
+from core.errors import CancelledError, SourcebookError, translate_errors
 from core.library import Evidence, Library
 from core.research import planner, writer
 from core.research.citations import (
@@ -192,7 +192,8 @@ def _leased_run(
     ctx = _context(library, log, task, run, models, req, stop, on_event)
     state = _State(task=task, question=req.question)
     try:
-        _run(ctx, req, state, on_token)
+        with translate_errors():  # a model that cannot even load (count tokens) stops the run
+            _run(ctx, req, state, on_token)
     except CancelledError:
         state.status = "cancelled"
         state.reasons.append("The run was cancelled; rerun the task to continue.")
