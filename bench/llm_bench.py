@@ -8,6 +8,13 @@ For each starter (1.5B default, 0.5B fast) at 2 threads:
 
 Prints a table and saves ``bench/results/llm.json``. Usage:
     .venv/bin/python bench/llm_bench.py [--models-dir DIR] [--only 0.5b|1.5b] [--plans N]
+
+To compare llama.cpp builds (one session, nothing else running), install each build's wheel
+into its own folder and run with that folder first on the path and a label; each label's
+figures are merged into ``bench/results/llm_builds.json`` beside llama.cpp's own account of the
+instructions it uses (``system_info``):
+    PYTHONPATH=/tmp/llama-avx512 .venv/bin/python bench/llm_bench.py --label avx512 --plans 0
+A build that kills the process is recorded by the one-token probe (``models.probe``) instead.
 """
 
 from __future__ import annotations
@@ -29,9 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from models.errors import StructuredOutputError
 from models.llamacpp import LlamaCppLLM
 from models.llm import ChatMessage
+from models.probe import run_probe
 from models.starter import STARTER_DEFAULT, STARTER_FAST, ensure_starter, starter_status
 
 RESULTS = Path(__file__).resolve().parent / "results" / "llm.json"
+BUILDS = RESULTS.with_name("llm_builds.json")
 THREADS = 2
 N_CTX = 4096
 GEN_TOKENS = 96
@@ -148,8 +157,8 @@ def bench_json(llm: LlamaCppLLM, n: int) -> dict[str, Any]:
         "valid_first_try": first_try,
         "valid_after_retry": after_retry,
         "failed": failed,
-        "valid_rate": (first_try + after_retry) / n,
-        "mean_s_per_plan": statistics.mean(times),
+        "valid_rate": (first_try + after_retry) / n if n else 0.0,
+        "mean_s_per_plan": statistics.mean(times) if times else 0.0,
         "errors": errors,
     }
 
@@ -159,6 +168,9 @@ def main() -> None:
     parser.add_argument("--models-dir", type=Path, default=None)
     parser.add_argument("--only", choices=["0.5b", "1.5b"], default=None)
     parser.add_argument("--plans", type=int, default=20)
+    parser.add_argument(
+        "--label", default=None, help="Name of the llama.cpp build; saves to llm_builds.json."
+    )
     args = parser.parse_args()
     if args.models_dir is None:
         from core.settings import models_cache_dir
@@ -175,6 +187,7 @@ def main() -> None:
         },
         "threads": THREADS,
         "n_ctx": N_CTX,
+        "llama_cpp": _build_info(),
         "models": {},
     }
     for spec in specs:
@@ -185,6 +198,12 @@ def main() -> None:
         started = time.monotonic()
         path = ensure_starter(spec, args.models_dir)
         assemble_s = time.monotonic() - started
+        probed = run_probe(path)
+        if not probed.ok:  # the build cannot run here: say so instead of dying with it
+            print(f"{spec.name}: the one-token probe failed: {probed.detail}", flush=True)
+            results["models"][spec.name] = {"probe": probed.detail, "crashed": probed.crashed}
+            _save(results, args.label)
+            continue
         llm = LlamaCppLLM(path, n_threads=THREADS, n_ctx=N_CTX, seed=1)
         started = time.monotonic()
         llm.load()
@@ -201,8 +220,7 @@ def main() -> None:
             **validity,
         }
         results["machine"]["load_avg_end"] = os.getloadavg()
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(results, indent=2))  # after each model: partial results
+        _save(results, args.label)  # after each model: partial results
         print(f"{spec.name}: {json.dumps(results['models'][spec.name])}", flush=True)
 
     header = (
@@ -212,16 +230,42 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for name, r in results["models"].items():
+        if "probe" in r:
+            print(f"{name:38} probe failed: {r['probe']}")
+            continue
         print(
             f"{name:38} {r['prompt_tok_s']:12.1f} {r['gen_tok_s']:10.1f} {r['ttft_s']:7.2f} "
             f"{r['valid_first_try']:>6}/{r['prompts']:<2} {r['valid_after_retry']:>11} "
             f"{r['failed']:>6} {r['mean_s_per_plan']:7.1f}"
         )
     print(
-        f"(prompt of ~{int(r['prompt_tokens'])} tokens, {THREADS} threads, n_ctx {N_CTX}; "
-        f"load avg {results['machine']['load_avg_start'][0]:.1f} -> "
-        f"{results['machine']['load_avg_end'][0]:.1f}; saved {RESULTS})"
+        f"({THREADS} threads, n_ctx {N_CTX}; load avg "
+        f"{results['machine']['load_avg_start'][0]:.1f} -> "
+        f"{results['machine'].get('load_avg_end', [0.0])[0]:.1f}; "
+        f"saved {BUILDS if args.label else RESULTS})"
     )
+
+
+def _build_info() -> dict[str, str]:
+    """Where llama_cpp was imported from, and the instruction sets its build uses."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info()
+    return {
+        "version": str(llama_cpp.__version__),
+        "path": str(Path(llama_cpp.__file__).parent),
+        "system_info": info.decode() if isinstance(info, bytes) else str(info),
+    }
+
+
+def _save(results: dict[str, Any], label: str | None) -> None:
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    if label is None:
+        RESULTS.write_text(json.dumps(results, indent=2))
+        return
+    builds = json.loads(BUILDS.read_text()) if BUILDS.exists() else {}
+    builds[label] = {**results, "llama_cpp": {**results["llama_cpp"], "path": ""}}
+    BUILDS.write_text(json.dumps(builds, indent=2))
 
 
 if __name__ == "__main__":
