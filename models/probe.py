@@ -1,12 +1,12 @@
 """Does the local llama.cpp runtime work on this CPU? One generated token, in a child process.
 
 A llama.cpp library compiled for instructions this CPU does not have, or has but may not use
-(some VMs report Intel AMX and trap on it), kills the whole process with SIGILL the moment a
-matrix product runs: no Python ``except`` sees it, and an app that loads the model in-process
-just disappears. So before the first in-process load, a child process loads the same GGUF and
-generates one token. If the child dies, the user is told in words what happened and how to
-rebuild, and the app goes on without the local model (library, search, viewer, remote
-endpoints all still work).
+(some VMs report Intel AMX and trap on it), kills the whole process (SIGILL, or SIGSEGV for a
+general protection fault) the moment a matrix product runs: no Python ``except`` sees it, and
+an app that loads the model in-process just disappears. So before the first in-process load, a
+child process loads the same GGUF, reads a short prompt and generates one token. If the child
+dies, the user is told in words what happened and how to rebuild, and the app goes on without
+the local model (library, search, viewer, remote endpoints all still work).
 
 A result holds for one runtime build on one CPU: it is kept in memory for the process and, when
 a cache folder is given, on disk, keyed by the llama.cpp library files and the CPU's flags, so a
@@ -217,11 +217,17 @@ def check_runtime(
     return result
 
 
+# Read as one batch of several dozen tokens, as every real prompt is: a one-token prompt takes
+# the matrix-vector kernels only, and a native build on a CPU that traps on AMX survives it
+# and then dies on the first real prompt (seen: a "Hello" passed, "word word" crashed).
+PROBE_PROMPT = "The probe reads this sentence as one batch, then writes one token. " * 4
+
+
 def _child(model_path: str) -> int:
     from llama_cpp import Llama
 
-    llama = Llama(model_path=model_path, n_ctx=64, n_batch=64, n_threads=1, verbose=False)
-    llama.create_completion("Hello", max_tokens=1, temperature=0.0)
+    llama = Llama(model_path=model_path, n_ctx=256, n_batch=256, n_threads=2, verbose=False)
+    llama.create_completion(PROBE_PROMPT, max_tokens=1, temperature=0.0)
     return 0
 
 
