@@ -7,12 +7,18 @@ export HF_HUB_OFFLINE := 1
 # one build. llama.cpp's default (GGML_NATIVE=ON) compiles for every instruction the build
 # machine's cpuid reports, and a CPU may report instructions its OS or VM does not grant (Intel
 # AMX traps in some VMs): that build dies with SIGILL there, and on any laptop unlike the build
-# machine. So on x86-64 the build targets one explicit, portable feature set (AVX2, FMA, F16C,
-# BMI2: every x86-64 CPU since 2013-2015). Measured against the alternatives in bench/llm_bench.py.
-# LLaVA is not needed (saves a fifth of the build). Set LLAMA_CMAKE_ARGS to build otherwise.
+# machine. So on x86-64 the build ships llama.cpp's CPU variants (x64 and SSE4.2 up to AVX2,
+# AVX-512 and AMX) and links none in; at a model's first use Sourcebook tries them in a child
+# process, best first, and loads the first that survives (models/probe.py), since ggml's own
+# choice goes by cpuid alone and picks the AMX one where AMX traps. AVX-512 reads prompts about
+# 1.5x as fast as AVX2 on the 2-core VMs (bench/results/llm_builds.json). The variants install
+# into llama_cpp/lib. LLaVA is not needed (saves a fifth of the build). LLAMA_CMAKE_ARGS
+# overrides (e.g. the one explicit feature set
+# "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON", a build 4x
+# faster to compile that reads prompts at the AVX2 speed everywhere).
 ifeq ($(shell uname -m),x86_64)
-LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON \
-	-DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON \
+	-DGGML_CPU_ALL_VARIANTS=ON -DCMAKE_INSTALL_BINDIR=llama_cpp/lib
 else
 LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF
 endif

@@ -350,10 +350,14 @@ def _cmd_models(app: Sourcebook, args: argparse.Namespace) -> int:
     else:
         entry, result = probed
         if result.ok:
+            variant = f", CPU variant {result.variant}" if result.variant else ""
             print(
                 f"Local runtime (llama.cpp): works on this CPU (a one-token test run of "
-                f"{entry.name} in a child process{', earlier' if result.cached else ''})."
+                f"{entry.name} in a child process{', earlier' if result.cached else ''}"
+                f"{variant})."
             )
+            for skipped in result.skipped:
+                print(f"  skipped the better-ranked CPU variant {skipped}")
         elif result.crashed:
             print(
                 f"Local runtime (llama.cpp): CRASHED in a test run of {entry.name}: "

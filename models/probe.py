@@ -30,8 +30,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from models import cpu_backend
 from models.errors import ModelBackendError
 
 logger = logging.getLogger(__name__)
@@ -53,7 +54,10 @@ class RuntimeCrashed(ModelBackendError):
 
 
 class ProbeResult(BaseModel):
-    """What the one-token child run did. ``crashed``: killed by a signal (not a Python error)."""
+    """What the one-token child run did. ``crashed``: killed by a signal (not a Python error).
+
+    For a build with CPU variants, ``variant`` is the one that passed (the one to load) and
+    ``skipped`` says which better-ranked ones crashed and how."""
 
     ok: bool
     crashed: bool = False
@@ -61,6 +65,8 @@ class ProbeResult(BaseModel):
     seconds: float
     detail: str = ""
     cached: bool = False
+    variant: str = ""
+    skipped: list[str] = Field(default_factory=list)
 
 
 _memory: dict[str, ProbeResult] = {}
@@ -101,9 +107,21 @@ def runtime_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def probe_command(model_path: Path) -> list[str]:
-    """The child's command line: this interpreter running this module on ``model_path``."""
-    return [sys.executable, "-m", "models.probe", str(model_path)]
+def probe_command(model_path: Path, variant: Path | None = None) -> list[str]:
+    """The child's command line: this interpreter running this module on ``model_path`` (with
+    CPU variant ``variant`` loaded first, for a build with variants)."""
+    cmd = [sys.executable, "-m", "models.probe", str(model_path)]
+    return [*cmd, "--variant", str(variant)] if variant is not None else cmd
+
+
+def scores_command() -> list[str]:
+    """A child printing ggml's score of each CPU variant on this CPU, as JSON."""
+    return [sys.executable, "-m", "models.probe", "--scores"]
+
+
+def _child_env() -> dict[str, str]:
+    # the child imports what this process imports (a llama_cpp from another folder, say)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
 
 def _key(model_path: Path) -> str:
@@ -147,10 +165,9 @@ def run_probe(
     """Run the child once (no cache) and say what it did."""
     cmd = list(command) if command is not None else probe_command(model_path)
     started = time.monotonic()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
         proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+            cmd, capture_output=True, text=True, timeout=timeout_s, env=_child_env(), check=False
         )
     except subprocess.TimeoutExpired:
         return ProbeResult(
@@ -191,8 +208,13 @@ def probe(
             if saved is not None and (saved.ok or saved.crashed):
                 _memory[key] = saved
                 return saved.model_copy(update={"cached": True})
-        result = run_probe(model_path, command=command)
-        logger.info("llama.cpp probe of %s: %s", model_path.name, result.detail or "ok")
+        result = _probe_variants(model_path, command)
+        logger.info(
+            "llama.cpp probe of %s: %s%s",
+            model_path.name,
+            result.detail or "ok",
+            f" (CPU variant {result.variant})" if result.variant else "",
+        )
         if result.ok or result.crashed:  # a timeout or a Python error says nothing lasting
             _memory[key] = result
             results = _load_cache(cache_dir)
@@ -201,19 +223,77 @@ def probe(
         return result
 
 
+def ranked_variants(libs: dict[str, Path]) -> list[str]:
+    """The build's CPU variants this CPU reports the instructions for, best (ggml's score)
+    first; scored in a child, and by name when the child fails."""
+    try:
+        proc = subprocess.run(
+            scores_command(),
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            env=_child_env(),
+            check=False,
+        )
+        scores: dict[str, int] = json.loads(proc.stdout) if proc.returncode == 0 else {}
+    except (subprocess.TimeoutExpired, ValueError):
+        scores = {}
+    if not scores:
+        logger.warning("could not score llama.cpp's CPU variants; trying them by name")
+        return sorted(libs, reverse=True)
+    return [n for n in sorted(scores, key=lambda n: -scores[n]) if scores[n] > 0 and n in libs]
+
+
+def _probe_variants(model_path: Path, command: Sequence[str] | None) -> ProbeResult:
+    """One child run; for a build with CPU variants, one per variant, best first, until one
+    passes (a variant that crashes is skipped: its instructions are reported, not granted)."""
+    libs = cpu_backend.variant_libs()
+    if command is not None or not libs:
+        return run_probe(model_path, command=command)
+    skipped: list[str] = []
+    started = time.monotonic()
+    result: ProbeResult | None = None
+    for name in ranked_variants(libs):
+        result = run_probe(model_path, command=probe_command(model_path, libs[name]))
+        if not result.crashed:  # it works, or fails as every variant would (the file)
+            return result.model_copy(
+                update={
+                    "variant": name if result.ok else "",
+                    "skipped": skipped,
+                    "seconds": time.monotonic() - started,
+                }
+            )
+        skipped.append(f"{name}: {result.detail}")
+    detail = "every CPU variant crashed (" + "; ".join(skipped) + ")" if skipped else ""
+    return ProbeResult(
+        ok=False,
+        crashed=bool(skipped),
+        model=str(model_path),
+        seconds=time.monotonic() - started,
+        detail=detail or "no CPU variant of this build supports this CPU",
+        skipped=skipped,
+    )
+
+
 def check_runtime(
     model_path: Path, *, cache_dir: Path | None = None, command: Sequence[str] | None = None
 ) -> ProbeResult:
-    """Raise :class:`RuntimeCrashed` if the runtime kills a process generating one token.
+    """Make the runtime ready for ``model_path`` in this process, or raise
+    :class:`RuntimeCrashed` if it kills a process reading one prompt.
 
-    Any other failure of the child (a timeout, a file llama.cpp refuses) is left to the
-    in-process load, which reports it with its own error."""
+    For a build with CPU variants, the variant the probe chose is loaded here. Any other
+    failure of the child (a timeout, a file llama.cpp refuses) is left to the in-process load,
+    which reports it with its own error."""
     result = probe(model_path, cache_dir=cache_dir, command=command)
     if result.crashed:
         raise RuntimeCrashed(
             f"The local model runtime (llama.cpp) crashed while loading {model_path.name} in a "
             f"test run: {result.detail}."
         )
+    if result.variant:
+        libs = cpu_backend.variant_libs()
+        if result.variant in libs:
+            cpu_backend.load_variant(result.variant, libs[result.variant])
     return result
 
 
@@ -223,7 +303,14 @@ def check_runtime(
 PROBE_PROMPT = "The probe reads this sentence as one batch, then writes one token. " * 4
 
 
-def _child(model_path: str) -> int:
+def _child(argv: Sequence[str]) -> int:
+    if argv[:1] == ["--scores"]:
+        print(json.dumps(cpu_backend.variant_scores(cpu_backend.variant_libs())))
+        return 0
+    model_path = argv[0]
+    if argv[1:2] == ["--variant"]:
+        variant = Path(argv[2])
+        cpu_backend.load_variant(variant.stem, variant)
     from llama_cpp import Llama
 
     llama = Llama(model_path=model_path, n_ctx=256, n_batch=256, n_threads=2, verbose=False)
@@ -232,4 +319,4 @@ def _child(model_path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1]))
+    sys.exit(_child(sys.argv[1:]))

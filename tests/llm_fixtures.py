@@ -3,7 +3,8 @@
 - ``write_gguf``: a small but structurally complete GGUF file, for discovery tests;
 - ``fast_model_path`` (session): the 0.5B starter assembled under the session's temp dir
   (skips if its packages are not installed);
-- ``llama_server`` (session): ``python -m llama_cpp.server`` on 127.0.0.1, torn down at the end.
+- ``llama_server`` (session): llama-cpp-python's server (``python -m models.llama_server``, which
+  readies the runtime first) on 127.0.0.1, torn down at the end.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def llama_server(fast_model_path: Path, tmp_path_factory: pytest.TempPathFactory
     port = free_port()
     log_path = tmp_path_factory.getbasetemp() / "llama_server.log"
     cmd = [
-        sys.executable, "-m", "llama_cpp.server",
+        sys.executable, "-m", "models.llama_server",
         "--model", str(fast_model_path),
         "--model_alias", "fast",
         "--host", "127.0.0.1",

@@ -7,6 +7,7 @@ instructions the CPU refuses does; the last test probes the real runtime with th
 from __future__ import annotations
 
 import functools
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from research_fixtures import models, plan
 import models.probe as probe_mod
 from core.cli import main
 from core.service import Sourcebook
+from models import cpu_backend
 from models.errors import ModelBackendError
 from models.llamacpp import LlamaCppLLM
 from models.llm import ChatMessage, ScriptedLLM
@@ -119,14 +121,66 @@ def test_cli_models_says_when_the_runtime_crashes(
 ) -> None:
     folder = tmp_path / "ggufs"
     write_gguf(folder / "tiny-model.gguf")
-    monkeypatch.setattr(probe_mod, "probe_command", lambda _path: CRASH)
+    monkeypatch.setattr(probe_mod, "probe_command", lambda _path, _variant=None: CRASH)
     code = main(["--home", str(tmp_path / "home"), "models", "--path", str(folder), "--probe"])
     out = capsys.readouterr().out
     assert code == 0  # the list is still printed
     assert "CRASHED" in out and "SIGILL" in out and "make rebuild-llama" in out
 
 
+def _fake_variants(tmp_path: Path, monkeypatch: Any, crashing: set[str]) -> list[tuple[str, Path]]:
+    """Three CPU variant files, ranked fancy > plain > basic; the ``crashing`` ones' children
+    kill themselves, as a variant using instructions the CPU refuses does. Returns the list
+    that :func:`cpu_backend.load_variant` was asked to load."""
+    libs = {n: tmp_path / f"libggml-cpu-{n}.so" for n in ("fancy", "plain", "basic")}
+    monkeypatch.setattr(probe_mod.cpu_backend, "variant_libs", lambda: libs)
+    scores = json.dumps({"fancy": 30, "plain": 20, "basic": 10, "future": 0})
+    monkeypatch.setattr(
+        probe_mod, "scores_command", lambda: [sys.executable, "-c", f"print({scores!r})"]
+    )
+    ok = [sys.executable, "-c", "pass"]
+
+    def command(_model: Path, variant: Path | None = None) -> list[str]:
+        name = variant.stem.removeprefix("libggml-cpu-") if variant else ""
+        return CRASH if name in crashing else ok
+
+    monkeypatch.setattr(probe_mod, "probe_command", command)
+    loaded: list[tuple[str, Path]] = []
+    monkeypatch.setattr(probe_mod.cpu_backend, "load_variant", lambda n, p: loaded.append((n, p)))
+    return loaded
+
+
+def test_the_best_cpu_variant_that_survives_is_loaded(tmp_path: Path, monkeypatch: Any) -> None:
+    model = write_gguf(tmp_path / "m.gguf")
+    loaded = _fake_variants(tmp_path, monkeypatch, crashing={"fancy"})
+    result = check_runtime(model)
+    assert result.ok and result.variant == "plain"
+    assert result.skipped == ["fancy: the process was killed by SIGILL (illegal instruction)"]
+    assert loaded == [("plain", tmp_path / "libggml-cpu-plain.so")]
+    check_runtime(model)  # remembered: no second round of children, the same variant
+    assert loaded[-1][0] == "plain"
+
+
+def test_a_build_whose_every_variant_crashes_says_so(tmp_path: Path, monkeypatch: Any) -> None:
+    model = write_gguf(tmp_path / "m.gguf")
+    loaded = _fake_variants(tmp_path, monkeypatch, crashing={"fancy", "plain", "basic"})
+    with pytest.raises(RuntimeCrashed, match="every CPU variant crashed") as err:
+        check_runtime(model)
+    assert "basic: the process was killed by SIGILL" in str(err.value)
+    assert loaded == []
+
+
 @pytest.mark.real_model
 def test_the_real_runtime_passes_its_probe(fast_model_path: Path) -> None:  # noqa: F811
-    result = run_probe(fast_model_path)
+    result = probe(fast_model_path, force=True)
     assert result.ok, result.detail
+    variants = cpu_backend.variant_libs()
+    if variants:  # a build with CPU variants: the chosen one is the build's, and it runs here
+        assert result.variant in variants
+        check_runtime(fast_model_path)
+        assert cpu_backend.loaded_variant() == result.variant
+        llm = LlamaCppLLM(fast_model_path, n_ctx=512)
+        try:
+            assert llm.chat([ChatMessage(role="user", content="Hi")], max_tokens=2).text
+        finally:
+            llm.close()
