@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from models.errors import StructuredOutputError
 from models.llamacpp import LlamaCppLLM
 from models.llm import ChatMessage
-from models.probe import run_probe
+from models.probe import probe
 from models.starter import STARTER_DEFAULT, STARTER_FAST, ensure_starter, starter_status
 
 RESULTS = Path(__file__).resolve().parent / "results" / "llm.json"
@@ -198,10 +198,11 @@ def main() -> None:
         started = time.monotonic()
         path = ensure_starter(spec, args.models_dir)
         assemble_s = time.monotonic() - started
-        probed = run_probe(path)
+        probed = probe(path, force=True)
         if not probed.ok:  # the build cannot run here: say so instead of dying with it
             print(f"{spec.name}: the one-token probe failed: {probed.detail}", flush=True)
-            results["models"][spec.name] = {"probe": probed.detail, "crashed": probed.crashed}
+            detail = probed.detail.replace(str(path.parent) + os.sep, "")  # no machine paths
+            results["models"][spec.name] = {"probe": detail, "crashed": probed.crashed}
             _save(results, args.label)
             continue
         llm = LlamaCppLLM(path, n_threads=THREADS, n_ctx=N_CTX, seed=1)
@@ -214,6 +215,8 @@ def main() -> None:
         validity = bench_json(llm, args.plans)
         llm.close()
         results["models"][spec.name] = {
+            "cpu_variant": probed.variant,
+            "variants_skipped": probed.skipped,
             "assemble_or_verify_s": assemble_s,
             "load_s": load_s,
             **speed,
@@ -247,24 +250,28 @@ def main() -> None:
 
 
 def _build_info() -> dict[str, str]:
-    """Where llama_cpp was imported from, and the instruction sets its build uses."""
+    """The llama_cpp version, and the instruction sets its build uses (a build with CPU variants
+    reports the variant loaded, after the first model)."""
     import llama_cpp
+
+    from models import cpu_backend
 
     info = llama_cpp.llama_print_system_info()
     return {
         "version": str(llama_cpp.__version__),
-        "path": str(Path(llama_cpp.__file__).parent),
+        "cpu_variants": ", ".join(cpu_backend.variant_libs()),
         "system_info": info.decode() if isinstance(info, bytes) else str(info),
     }
 
 
 def _save(results: dict[str, Any], label: str | None) -> None:
+    results["llama_cpp"] = _build_info()  # after a model loaded: with the variant it runs
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     if label is None:
         RESULTS.write_text(json.dumps(results, indent=2))
         return
     builds = json.loads(BUILDS.read_text()) if BUILDS.exists() else {}
-    builds[label] = {**results, "llama_cpp": {**results["llama_cpp"], "path": ""}}
+    builds[label] = results
     BUILDS.write_text(json.dumps(builds, indent=2))
 
 
