@@ -332,10 +332,13 @@ def test_real_model_run_in_the_panel(
         with qtbot.waitSignal(panel.report_ready, timeout=900_000) as ready:
             qtbot.mouseClick(panel.plan_go, Qt.MouseButton.LeftButton)
         report: Report = ready.args[0]
-        assert report.status in ("answered", "partial", "partial_retrieval", "budget_exhausted")
-        assert report.citations, report.markdown
+        # what the pipeline guarantees on any build (tests/test_research_real.py says more):
+        # the run read passages, and each citation it kept is a link in the view
+        assert any(n.fetched_ids for n in report.notes), report.status_reasons
+        assert report.citations or report.status == "insufficient_evidence"
         assert view.current_report() is report
-        assert any(href.startswith("cite:") for _text, href in view.citation_links())
+        links = [href for _text, href in view.citation_links() if href.startswith("cite:")]
+        assert len(set(links)) == len(report.citations)
         assert "research" in panel.progress.reached and panel.progress.worker_rows()
     finally:
         ops.cancel_all()

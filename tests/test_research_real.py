@@ -26,7 +26,9 @@ def real_llm(fast_model_path: Path) -> Iterator[Any]:
     llm.close()
 
 
-def test_real_model_run_has_verified_citation(tmp_path: Path, embedder: Any, real_llm: Any) -> None:
+def test_real_model_run_reads_before_it_concludes_and_cites_only_what_it_read(
+    tmp_path: Path, embedder: Any, real_llm: Any
+) -> None:
     app = Sourcebook(tmp_path / "home", embedder=embedder)
     try:
         changes = app.add([SAMPLES / "20080102X00005.pdf"])
@@ -50,19 +52,25 @@ def test_real_model_run_has_verified_citation(tmp_path: Path, embedder: Any, rea
         report = app.research(
             question, models={"default": real_llm}, task="real", limits=limits, plan=plan
         )
-        assert report.status in ("answered", "partial", "partial_retrieval", "budget_exhausted")
-        assert report.citations, report.markdown
+        # What the pipeline guarantees on any build, whatever tokens greedy decoding takes: its
+        # searches found passages, so it read some before it could conclude anything; every
+        # citation it keeps was read in this run and is page-exact; a report without one says
+        # so in its status instead of asserting an answer.
+        fetched = {i for n in report.notes for i in n.fetched_ids}
+        assert fetched, report.status_reasons
+        assert not any("could be read" in r for r in report.status_reasons)
+        if not report.citations:
+            assert report.status == "insufficient_evidence", report.status_reasons
         assert not any(
             "ev1:" in line for line in report.markdown.split("## Sources")[0].splitlines()
         )
-        fetched = {i for n in report.notes for i in n.fetched_ids}
         for c in report.citations:
             pid, _ = parse_evidence_id(c.evidence_id)
             assert pid in fetched  # every citation was read in this run
             ev = app.evidence(c.evidence_id)
             assert ev.text == c.quote and c.pages == ev.pages and c.pages  # page-exact
             assert f"[{c.number}]" in report.markdown
-        assert "## Sources" in report.markdown
+        assert ("## Sources" in report.markdown) == bool(report.citations)
         info, spans = app.task("real")
         assert info.status == report.status
         assert any(s.kind == "model" and s.prompt_tokens for s in spans)
