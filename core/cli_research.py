@@ -1,5 +1,5 @@
 """The research commands of the command line: ``research``, ``tasks [show NAME]``, ``export``,
-``eval``.
+``eval``, ``eval-rescore``.
 
 ``add_parsers(subparsers)`` adds them and returns ``{command: handler}``; ``core.cli`` registers
 the handlers next to its own. Progress goes to stderr, the streamed report to stdout.
@@ -104,7 +104,29 @@ def add_parsers(sub: Any) -> dict[str, Handler]:
         "library.",
     )
     v.add_argument("--quiet", action="store_true", help="No run progress on stderr.")
-    return {"research": cmd_research, "tasks": cmd_tasks, "export": cmd_export, "eval": cmd_eval}
+
+    rs = sub.add_parser(
+        "eval-rescore",
+        help="Score a saved `eval` result again against its question file (no model runs).",
+        description="Read a result file of `sourcebook eval --out` (shareable or not), score each "
+        "question's trust figures again from the report it stored (asserted or abstained, right "
+        "or confidently wrong, claims supported) against the gold answers of the question file, "
+        "matched by question id, recompute the summary's trust figures and write the result "
+        "back. Every other figure is kept. A shareable result is written shareable again.",
+    )
+    rs.add_argument("result", type=Path, metavar="RESULT.json")
+    rs.add_argument(
+        "--questions", type=Path, required=True, metavar="QUESTIONS.jsonl", help="Its questions."
+    )
+    rs.add_argument("--out", type=Path, help="Write here instead of over RESULT.json.")
+    rs.add_argument("--shareable", action="store_true", help="Write it shareable (see `eval`).")
+    return {
+        "research": cmd_research,
+        "tasks": cmd_tasks,
+        "export": cmd_export,
+        "eval": cmd_eval,
+        "eval-rescore": cmd_eval_rescore,
+    }
 
 
 def build_models(app: Sourcebook, args: argparse.Namespace) -> Mapping[str, LLM]:
@@ -269,13 +291,11 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
 
     def write(result: ev.EvalResult) -> None:
         assert out is not None
-        out.parent.mkdir(parents=True, exist_ok=True)
         if args.shareable:
-            shared = shareable(result.model_dump(mode="json"))
-            data = json.dumps(shared, indent=2, ensure_ascii=False)
+            _write_json(out, shareable(result.model_dump(mode="json")))
         else:
-            data = result.model_dump_json(indent=2)
-        out.write_text(data, encoding="utf-8")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(result.model_dump_json(indent=2), encoding="utf-8")
 
     try:
         print(f"evaluation library: {home}", file=sys.stderr)
@@ -325,6 +345,35 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
     return EXIT_OK if result.summary.invalid_citations == 0 else EXIT_PARTIAL
 
 
+def cmd_eval_rescore(app: Sourcebook, args: argparse.Namespace) -> int:
+    from core import eval as ev
+
+    try:
+        saved = json.loads(args.result.read_text(encoding="utf-8"))
+        dataset = saved["summary"]["dataset"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"Cannot read the result {args.result}: {exc}") from exc
+    kind, questions = ev.load_questions(args.questions)
+    if kind != dataset:
+        raise ConfigError(
+            f"{args.result} is a {dataset} result, {args.questions} holds {kind} questions.",
+            hint="Pass the question file the result was made from.",
+        )
+    result = ev.rescore(saved, {q.qid: q.answers for q in questions})
+    if args.shareable or saved.get("redacted"):
+        result = shareable(result)
+    print(format_eval(ev.EvalResult.model_validate(result)))
+    out: Path = args.out or args.result
+    _write_json(out, result)
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
 def _eval_progress(qid: str, ev: RunEvent) -> None:
     if ev.kind in ("stage", "worker"):
         who = f"[{ev.worker}] " if ev.worker else ""
@@ -337,6 +386,18 @@ def _f(x: float | None, digits: int = 2) -> str:
 
 def _hops(flags: list[bool]) -> str:
     return f"{sum(flags)}/{len(flags)}" if flags else "-"
+
+
+def _verdict(trust: Any) -> str:
+    if trust is None:
+        return "-"
+    if not trust.asserted:
+        return "abst"
+    return "right" if trust.right else "WRONG"
+
+
+def _claims(trust: Any) -> str:
+    return "-" if trust is None else f"{trust.supported_claims}/{trust.claims}"
 
 
 def _result_line(r: Any) -> str:
@@ -355,7 +416,7 @@ def format_eval(result: Any) -> str:
         f"{'question':<30} {'status':<21}"
         + "".join(f"{'R' + k:>6}" for k in ks)
         + f"{'fetR':>6}{'hops':>6}{'EM':>5}{'F1':>6}{'F1*':>6}{'citP':>6}{'citR':>6}"
-        + f"{'page':>6}{'inv':>4}{'sec':>7}"
+        + f"{'page':>6}{'inv':>4}{'ans':>6}{'sup':>7}{'sec':>7}"
     )
     scope = ", each within its own filing" if result.scope == "own-docs" else ""
     lines = [
@@ -371,9 +432,11 @@ def format_eval(result: Any) -> str:
             + f"{_f(r.fetched_recall):>6}{_hops(r.hops_fetched):>6}"
             + f"{_f(r.answer.first_em, 0):>5}{_f(r.answer.first_f1):>6}{_f(r.answer.best_f1):>6}"
             + f"{_f(r.citation_precision):>6}{_f(r.citation_recall):>6}"
-            + f"{_f(acc):>6}{r.invalid_citations:>4}{r.seconds:>7.0f}"
+            + f"{_f(acc):>6}{r.invalid_citations:>4}"
+            + f"{_verdict(r.trust):>6}{_claims(r.trust):>7}{r.seconds:>7.0f}"
         )
     acc = s.page_accuracy if s.page_accuracy is not None else s.quote_accuracy
+    trust = s.trust
     lines.append("-" * len(head))
     lines.append(
         f"{'mean':<30} {'':<21}"
@@ -381,14 +444,20 @@ def format_eval(result: Any) -> str:
         + f"{_f(s.fetched_recall):>6}{_f(s.hop_recall_fetched.get('all')):>6}"
         + f"{_f(s.em_first):>5}{_f(s.f1_first):>6}{_f(s.f1_best):>6}"
         + f"{_f(s.citation_precision):>6}{_f(s.citation_recall):>6}"
-        + f"{_f(acc):>6}{s.invalid_citations:>4}{_f(s.seconds_mean, 0):>7}"
+        + f"{_f(acc):>6}{s.invalid_citations:>4}"
+        + f"{_f(trust.selective_accuracy if trust else None):>6}"
+        + f"{_f(trust.claim_support_rate if trust else None):>7}"
+        + f"{_f(s.seconds_mean, 0):>7}"
     )
     lines.append("")
     lines.append(
         "R@k: gold recall of plain hybrid search (baseline); fetR: gold share of what the run "
         "fetched; hops: hops whose gold the run fetched; EM/F1: first sentence of the report; "
         "F1*: best sentence; citP/citR: cited units that are gold / gold units cited; page: "
-        "cited text found on the cited PDF page (or in the corpus record); inv: invalid citations."
+        "cited text found on the cited PDF page (or in the corpus record); inv: invalid citations; "
+        "ans: the answer asserted and right, asserted and WRONG (confidently wrong), or abst "
+        "(abstained: answer flagged ⚠, insufficient evidence, or none), mean: right among "
+        "asserted; sup: claims the claim check let stand / claims it judged."
     )
     if s.hop_recall_fetched:
         hops = ", ".join(
@@ -406,6 +475,13 @@ def format_eval(result: Any) -> str:
         + ", ".join(f"{k} {v}" for k, v in sorted(s.statuses.items()))
         + f"; total time {s.seconds_total:.0f} s"
     )
+    if trust is not None:
+        lines.append(
+            f"trust: {trust.asserted} answer(s) asserted, {trust.abstained} abstained, "
+            f"{trust.confidently_wrong} confidently wrong; selective accuracy (right among "
+            f"asserted) {_f(trust.selective_accuracy)}; claims supported "
+            f"{trust.supported_claims}/{trust.claims} ({_f(trust.claim_support_rate)})"
+        )
     for name, t in s.targets.items():
         value = t["value"] if isinstance(t["value"], int) else _f(t["value"])
         lines.append(

@@ -17,8 +17,11 @@ recall of gold units among the first k hits), then one full research run, scored
 :mod:`core.eval_metrics`: the share of gold units among everything the run fetched (the
 notes' fetched ids plus every complete fetch of the run in the task log), per-hop recall
 (MuSiQue), answer EM/F1 (first sentence and best sentence), citation precision and recall on
-gold units, a re-check of every citation (invalid citations), and whether each cited text is
-really in its source: on the cited PDF pages (read again with PyMuPDF), or in the corpus record.
+gold units, a re-check of every citation (invalid citations), whether each cited text is
+really in its source: on the cited PDF pages (read again with PyMuPDF), or in the corpus record,
+and the trust figures (answer asserted or abstained, right or confidently wrong, claims that
+stood). :func:`rescore` scores a saved result's trust figures again from its reports, given the
+question file, so a shareable result (no gold answers) can be brought up to date without runs.
 Runs read the whole library; with ``own_docs`` (FinanceBench), each run and its baseline search
 read only the filings its question names, the benchmark's usual single-document setting.
 
@@ -33,7 +36,7 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +54,9 @@ from core.eval_metrics import (
     recall,
     report_body,
     score_answer,
+    score_trust,
     summarize,
+    summarize_trust,
     text_held,
 )
 from core.research.run import FINAL
@@ -71,6 +76,7 @@ __all__ = [
     "QuestionResult",
     "load_questions",
     "prepare_library",
+    "rescore",
     "run_eval",
     "select",
 ]
@@ -366,6 +372,9 @@ class Evaluator:
             res.numeric_match = numeric_match(report.markdown, q.answers[0])
         res.removed_citations = len(report.removed_citations)
         res.flagged_claims = len(report.flagged_claims)
+        res.trust = score_trust(
+            self.dataset, report.markdown, report.status, res.answer, q.answers, res.flagged_claims
+        )
         res.citations = len(report.citations)
         res.checks, res.invalid_reasons = self.check_citations(report, fetched, set(gold))
         res.invalid_citations = len(res.invalid_reasons)
@@ -558,3 +567,32 @@ def select(
             )
         questions = picked
     return questions[:limit] if limit is not None else questions
+
+
+def rescore(result: Mapping[str, Any], answers: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """A copy of an evaluation result (its JSON form, shareable or not) with each question's
+    trust figures scored again from its stored report and answer against ``answers`` (question
+    id -> gold answer, then aliases), and the summary's trust figures recomputed from them.
+    Every other figure, and any field this version does not know, is kept as it was: no
+    model runs again."""
+    out: dict[str, Any] = json.loads(json.dumps(result))
+    dataset = out["summary"]["dataset"]
+    missing = [q["qid"] for q in out["questions"] if q["qid"] not in answers]
+    if missing:
+        raise ConfigError(
+            f"{len(missing)} question(s) of the result are not in the question file, "
+            f"such as {missing[0]}.",
+            hint="Pass the question file the result was made from.",
+        )
+    trusts = []
+    for q in out["questions"]:
+        r = QuestionResult.model_validate(q)
+        trust = None
+        if r.error is None:
+            trust = score_trust(
+                dataset, r.report_markdown, r.status, r.answer, answers[r.qid], r.flagged_claims
+            )
+            trusts.append(trust)
+        q["trust"] = None if trust is None else trust.model_dump(mode="json")
+    out["summary"]["trust"] = summarize_trust(trusts).model_dump(mode="json")
+    return out

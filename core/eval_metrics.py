@@ -11,6 +11,12 @@ aliases. A report is not a bare answer, so two extractions are scored:
   markers, citation markers and emphasis removed) -- what a reader takes as the answer;
 - ``best``: the sentence of the report body (before the Sources list) that matches the gold
   answer best -- an upper bound that forgives the writer for not leading with the answer.
+
+Trust (:class:`QuestionTrust`, :class:`TrustSummary`): whether the report asserted its answer
+(the answer sentence carries no ⚠ and the run did not end insufficient_evidence) or abstained,
+whether that answer is right (first-sentence F1 >= :data:`RIGHT_F1`, or for a FinanceBench gold
+answer stating a quantity, that quantity in the answer sentence), and the share of the report's
+claims the claim check let stand. An asserted wrong answer is *confidently wrong*.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pydantic import BaseModel, Field
 
 Dataset = Literal["musique", "financebench"]
 TARGETS = {"fetched_recall": 0.85, "citation_recall": 0.7, "f1_first": 0.35}
+RIGHT_F1 = 0.5  # first-sentence F1 at which an answer counts as right
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation) | {"\u2019", "\u2018", "\u201c", "\u201d", "\u2013", "\u2014"}
@@ -201,6 +208,124 @@ def mean(values: Iterable[float | None]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+# ----------------------------------------------------------------------------- trust
+
+
+class QuestionTrust(BaseModel):
+    """Whether one report asserted its answer, whether the answer is right, and how many of its
+    claims stood: the per-question figures a :class:`TrustSummary` adds up, kept in the result
+    so that the summary can be recomputed."""
+
+    answer_flagged: bool = Field(description="The report's answer sentence is marked ⚠.")
+    asserted: bool = Field(
+        description="An answer sentence without ⚠, in a run not ended insufficient_evidence."
+    )
+    right: bool = Field(description="First-sentence F1 >= 0.5, or the numeric match below.")
+    answer_numeric_match: bool | None = Field(
+        None,
+        description="FinanceBench: the gold answer's first quantity is in the answer sentence "
+        "(1% tolerance); None when the gold answer states no quantity.",
+    )
+    claims: int = Field(0, description="Claims the claim check judged (see :func:`claim_count`).")
+    supported_claims: int = Field(0, description="Those it did not flag.")
+
+
+class TrustSummary(BaseModel):
+    """How far a reader can trust what the reports assert, over the runs that did not fail."""
+
+    asserted: int
+    abstained: int = Field(description="Flagged answer, insufficient_evidence, or no answer.")
+    confidently_wrong: int = Field(description="Asserted, and not right.")
+    selective_accuracy: float | None = Field(
+        description="Right among asserted; None when nothing was asserted."
+    )
+    claims: int
+    supported_claims: int
+    claim_support_rate: float | None = Field(
+        description="Claims not flagged among all claims checked (micro); None without claims."
+    )
+
+
+def _answer_line(markdown: str) -> str:
+    """The line ``answer.first`` is taken from (see :func:`sentences`), or ""."""
+    for raw in report_body(markdown).splitlines():
+        if raw.strip() and not raw.lstrip().startswith("#") and _clean(raw):
+            return raw
+    return ""
+
+
+def _report_sentences(markdown: str) -> list[str]:
+    # The claim check's module loads the library stack; scoring alone should not.
+    from core.research.citations import report_sentences
+
+    return report_sentences(markdown)
+
+
+def answer_flagged(markdown: str) -> bool:
+    """Whether the report's answer sentence (the first of its answer line) is marked ⚠."""
+    first = next(iter(_report_sentences(_answer_line(markdown))), "")
+    return "\u26a0" in first
+
+
+def claim_count(markdown: str) -> int:
+    """The claims the run's claim check judged in a report. The run records only the flagged
+    ones, so the checked claims are counted here from the report: its body's sentences, split
+    as the check splits them, that cite a source or carry its ⚠ (uncited sentences that are
+    not flagged asserted nothing the check needed a source for)."""
+    return sum(
+        1
+        for s in _report_sentences(report_body(markdown))
+        if not s.lstrip().startswith("#") and (_CITE.search(s) or "\u26a0" in s)
+    )
+
+
+def score_trust(
+    dataset: Dataset,
+    markdown: str,
+    status: str,
+    answer: AnswerScore,
+    golds: Sequence[str],
+    flagged_claims: int,
+) -> QuestionTrust:
+    """The trust figures of one report: ``answer`` is its scored answer (:func:`score_answer`),
+    ``golds`` the gold answer then its aliases, ``flagged_claims`` what the claim check
+    flagged."""
+    flagged = answer_flagged(markdown)
+    numeric = None
+    if dataset == "financebench" and golds and answer.first:
+        numeric = numeric_match(answer.first, golds[0])
+    if numeric is not None:
+        right = numeric
+    else:
+        right = bool(answer.first) and token_f1(answer.first, golds) >= RIGHT_F1
+    claims = max(claim_count(markdown), flagged_claims)
+    return QuestionTrust(
+        answer_flagged=flagged,
+        asserted=bool(answer.first) and not flagged and status != "insufficient_evidence",
+        right=right,
+        answer_numeric_match=numeric,
+        claims=claims,
+        supported_claims=claims - flagged_claims,
+    )
+
+
+def summarize_trust(trusts: Iterable[QuestionTrust]) -> TrustSummary:
+    ts = list(trusts)
+    asserted = [t for t in ts if t.asserted]
+    wrong = sum(not t.right for t in asserted)
+    claims = sum(t.claims for t in ts)
+    supported = sum(t.supported_claims for t in ts)
+    return TrustSummary(
+        asserted=len(asserted),
+        abstained=len(ts) - len(asserted),
+        confidently_wrong=wrong,
+        selective_accuracy=(len(asserted) - wrong) / len(asserted) if asserted else None,
+        claims=claims,
+        supported_claims=supported,
+        claim_support_rate=supported / claims if claims else None,
+    )
+
+
 # ----------------------------------------------------------------------------- results
 
 
@@ -244,6 +369,9 @@ class QuestionResult(BaseModel):
     invalid_reasons: list[str] = Field(default_factory=list)
     removed_citations: int = 0
     flagged_claims: int = 0
+    trust: QuestionTrust | None = Field(
+        None, description="None for a failed run, or a result scored before these figures."
+    )
     checks: list[CitationCheck] = Field(default_factory=list)
     plan_queries: list[str] = Field(default_factory=list)
     report_markdown: str = ""
@@ -273,6 +401,9 @@ class EvalSummary(BaseModel):
     quote_accuracy: float | None
     invalid_citations: int
     statuses: dict[str, int]
+    trust: TrustSummary | None = Field(
+        None, description="None in a result scored before these figures (see core.eval.rescore)."
+    )
     seconds_total: float
     seconds_mean: float | None
     targets: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -426,6 +557,7 @@ def summarize(
         quote_accuracy=share("record"),
         invalid_citations=sum(r.invalid_citations for r in results),
         statuses=dict(Counter(r.status for r in results)),
+        trust=summarize_trust(r.trust for r in ok if r.trust is not None),
         seconds_total=sum(r.seconds for r in results),
         seconds_mean=mean(r.seconds for r in results),
         unmapped_gold=unmapped,

@@ -263,6 +263,12 @@ def test_eval_musique_command(
     assert s["quote_accuracy"] == 1.0 and s["page_accuracy"] is None
     assert s["invalid_citations"] == 0 and s["targets"]["invalid_citations"]["met"]
     assert s["targets"]["fetched_recall"]["met"] is False  # 0.75 < 0.85
+    # trust: both answers asserted; question 1's (F1 0.4) is confidently wrong
+    assert q1["trust"]["asserted"] and not q1["trust"]["right"]
+    assert q2["trust"]["asserted"] and q2["trust"]["right"]
+    assert s["trust"]["asserted"] == 2 and s["trust"]["confidently_wrong"] == 1
+    assert s["trust"]["selective_accuracy"] == 0.5
+    assert "trust: 2 answer(s) asserted, 0 abstained, 1 confidently wrong" in printed.out
     assert q1["task"] == "eval-scripted-2hop__1" and q1["seconds"] > 0  # eval-MODEL[-TAG]-QID
     assert "2hop__1" in printed.out and "target fetched_recall: 0.75" in printed.out
     # the library and its task log were kept: a rerun reuses the finished runs (no model calls)

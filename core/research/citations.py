@@ -346,19 +346,42 @@ def cited_text(ev: Evidence) -> str:
     return f"{ev.title} p. {' '.join(map(str, ev.pages))}\n{ev.text}"
 
 
-def _sentences(markdown: str) -> Iterator[tuple[str, str]]:
+def _sentences(markdown: str, cites: re.Pattern[str] = _ID_TOKEN_RE) -> Iterator[tuple[str, str]]:
     """(sentence, its line) in order, split as passages are (abbreviations and initials do not
-    end a sentence: "ADOBE INC. — Form 10-K", "G. Stanley Hall"); a citation standing alone
-    after a sentence ("Claim. [id]") belongs to it."""
+    end a sentence: "ADOBE INC. — Form 10-K", "G. Stanley Hall"); a citation (``cites``) or
+    mark standing alone after a sentence ("Claim. [id]", "Claim. ⚠") belongs to it."""
     for line in markdown.splitlines():
         sentences: list[str] = []
         for start, end in sentence_ranges(line):
             sentence = line[start:end]
-            if sentences and not re.search(r"\w", _ID_TOKEN_RE.sub("", sentence)):
+            if sentences and not re.search(r"\w", cites.sub("", sentence)):
                 sentences[-1] = f"{sentences[-1]} {sentence}"
             else:
                 sentences.append(sentence)
         yield from ((x, line) for x in sentences)
+
+
+_NUMBERED_RE = re.compile(r"\[\d{1,3}\]")
+_MARKS_RE = re.compile(r"((?:[ \t]*⚠)+)")
+
+
+def report_sentences(markdown: str) -> list[str]:
+    """The sentences of a finished report, whose citations are numbered ([1], [2]) and whose
+    flagged claims are marked ⚠, split as the claim check split them before the marks were
+    added: :func:`mark_flagged` puts a mark where a flagged sentence ends, so a mark ends a
+    sentence ("Claim [1]. ⚠ Next claim [2]." is the flagged "Claim [1]. ⚠" and the unflagged
+    "Next claim [2].") and stays with it."""
+    out: list[str] = []
+    for line in markdown.splitlines():
+        parts = _MARKS_RE.split(line)  # text, marks, text, marks, ..., text
+        pieces: list[str] = []
+        for i, part in enumerate(parts):
+            if i % 2 == 0:
+                pieces += [sentence for sentence, _line in _sentences(part, _NUMBERED_RE)]
+            elif pieces:
+                pieces[-1] = f"{pieces[-1]} {' '.join(part.split())}"
+        out += pieces
+    return out
 
 
 def _rewrite_sentences(markdown: str, fn: Callable[[str, str], str | None]) -> str:
