@@ -48,8 +48,9 @@ class RuntimeCrashed(ModelBackendError):
     default_hint = (
         "The likely cause is a llama-cpp-python build that uses CPU instructions this machine "
         f"does not allow. Rebuild it for a portable instruction set with `{REBUILD_COMMAND}` "
-        "in the Sourcebook folder. Until then the library, search and the viewer work, and an "
-        "OpenAI-compatible server can serve the models (Settings, Models)."
+        "in the Sourcebook folder (`sourcebook models --probe` tests again). Until then the "
+        "library, search and the viewer work, and an OpenAI-compatible server can serve the "
+        "models (Settings, Models)."
     )
 
 
@@ -71,6 +72,13 @@ class ProbeResult(BaseModel):
 
 _memory: dict[str, ProbeResult] = {}
 _lock = threading.Lock()
+
+
+# Signals a build's own code raises (an instruction the CPU refuses, a bad access); a child
+# killed from outside (SIGKILL from the out-of-memory killer, SIGTERM) says nothing about it.
+_FAULTS = frozenset(
+    s.value for s in (signal.SIGILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGABRT)
+)
 
 
 def _signal_name(returncode: int) -> str:
@@ -182,7 +190,7 @@ def run_probe(
     if proc.returncode < 0:
         return ProbeResult(
             ok=False,
-            crashed=True,
+            crashed=-proc.returncode in _FAULTS,  # not a kill from outside (SIGKILL: memory)
             model=str(model_path),
             seconds=seconds,
             detail=f"the process was killed by {_signal_name(proc.returncode)}",

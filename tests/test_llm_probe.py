@@ -55,6 +55,17 @@ def test_a_child_killed_by_an_instruction_is_reported_in_words(tmp_path: Path) -
     assert "OpenAI-compatible server" in text  # what still works meanwhile
 
 
+def test_a_child_killed_from_outside_is_not_a_crash_of_the_runtime(tmp_path: Path) -> None:
+    """SIGKILL (the out-of-memory killer, a user) says nothing lasting about the build: it is
+    not reported as the runtime's crash and not remembered."""
+    model = write_gguf(tmp_path / "m.gguf")
+    killed = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+    result = probe(model, cache_dir=tmp_path / "cache", command=killed)
+    assert not result.ok and not result.crashed and "SIGKILL" in result.detail
+    assert not (tmp_path / "cache" / probe_mod.CACHE_FILE).exists()
+    check_runtime(model, command=killed)  # no raise: the in-process load has its say
+
+
 def test_a_python_error_in_the_child_is_not_called_a_crash(tmp_path: Path) -> None:
     model = write_gguf(tmp_path / "m.gguf")
     result = run_probe(model, command=[sys.executable, "-c", "raise SystemExit('bad file')"])
@@ -121,11 +132,14 @@ def test_cli_models_says_when_the_runtime_crashes(
 ) -> None:
     folder = tmp_path / "ggufs"
     write_gguf(folder / "tiny-model.gguf")
+    # the results of this pretend crash go to a cache of this test's own, not the shared one
+    monkeypatch.setenv("SOURCEBOOK_MODELS_DIR", str(tmp_path / "models-cache"))
     monkeypatch.setattr(probe_mod, "probe_command", lambda _path, _variant=None: CRASH)
     code = main(["--home", str(tmp_path / "home"), "models", "--path", str(folder), "--probe"])
     out = capsys.readouterr().out
     assert code == 0  # the list is still printed
     assert "CRASHED" in out and "SIGILL" in out and "make rebuild-llama" in out
+    assert (tmp_path / "models-cache" / probe_mod.CACHE_FILE).exists()  # its own cache only
 
 
 def _fake_variants(tmp_path: Path, monkeypatch: Any, crashing: set[str]) -> list[tuple[str, Path]]:
