@@ -96,7 +96,7 @@ def sentences(markdown: str) -> list[str]:
             continue
         pieces: list[str] = []
         for piece in _SENTENCE.split(_clean(raw)):
-            if pieces and _ABBREV.search(pieces[-1]):  # "G. Stanley Hall", "U.S. Army"
+            if pieces and _ABBREV.search(pieces[-1]):  # "J. Edgar Northcote", "U.S. Army"
                 pieces[-1] = f"{pieces[-1]} {piece}"
             else:
                 pieces.append(piece)
@@ -150,8 +150,8 @@ def numbers(text: str, *, quantities_only: bool = False) -> list[float]:
 
 def numeric_match(markdown: str, gold_answer: str, rel_tol: float = 0.01) -> bool | None:
     """Whether the first quantity of the gold answer appears among the report body's
-    quantities within ``rel_tol`` (years and enumerators skipped on both sides, so "2,018"
-    matches "$2,018mn" but "in 2018" does not); None when the gold answer states no quantity."""
+    quantities within ``rel_tol`` (years and enumerators skipped on both sides, so "1,994"
+    matches "$1,994mn" but "in 1994" does not); None when the gold answer states no quantity."""
     gold = numbers(gold_answer, quantities_only=True)
     if not gold:
         return None

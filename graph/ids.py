@@ -28,8 +28,8 @@ def span_id(passage_id: str, start: int, end: int) -> str:
 
 
 def entity_id(name: str) -> str:
-    """One id per name, whatever type a mention was guessed to be: a passage titled "American
-    Psychological Association" and a sentence naming that organisation meet at one node."""
+    """One id per name, whatever type a mention was guessed to be: a passage titled "Northport
+    Historical Society" and a sentence naming that organisation meet at one node."""
     key = " ".join(name.lower().split())
     return "ent_" + hashlib.sha256(key.encode()).hexdigest()[:12]
 

@@ -18,8 +18,8 @@ is 0). Not-yet-embedded passages (keyword search before embeddings) get the dens
 ``alpha``; a passage found only by keywords enters the top ranks only when it is a strong
 keyword hit *and* the dense list is flat; a passage found by both rises.
 
-Title prior. A question often names the document it is about ("Does Adobe have an improving
-operating margin profile as of FY2022?"), and a library of filings holds twenty companies'
+Title prior. A question often names the document it is about ("Does Acme have an improving
+operating margin as of FY2022?"), and a library of filings holds twenty companies'
 passages that all say "we" and "the Company": a third of FinanceBench's top-5 hits came from
 another company's filing. The document title is a field of its own (BM25F's reason for fields):
 each document gets ``t`` in [0, 1], the idf of the words that both the query names (capitalised
@@ -32,8 +32,8 @@ bench/retrieval_quality.py): FinanceBench hybrid .45/.55/.68 -> .46/.64/.69 (top
 filing asked about .69 -> .78); MuSiQue hybrid .56/.67/.72 -> .53/.64/.76 and hybrid+graph
 .57/.77/.86 -> .59/.78/.86 (15 questions: within noise). Dividing by the title's words alone (a
 one-word title "City" fully named by any question saying "City") lost MuSiQue hybrid .56 -> .46
-at @2 before queries were cut to their names; by the query's alone (every title holding "Adobe"
-fully named), FinanceBench .45 -> .41.
+at @2 before queries were cut to their names; by the query's alone (every title holding the
+company's name fully named), FinanceBench .45 -> .41.
 
 Graph expansion (``graph=True``): graph scores from :meth:`graph.view.GraphView.expand`
 (personalized PageRank over the local passage-entity graph, HippoRAG-style, plus the
@@ -99,7 +99,7 @@ def title_tokens(text: str) -> set[str]:
 
 
 def name_words(query: str) -> str:
-    """The words of a query that can name a title: those with a capital or a digit ("Adobe",
+    """The words of a query that can name a title: those with a capital or a digit ("Acme",
     "3M", "FY2022"), not the common words around them ("city", "company"), which would match
     every title made of them; a query typed all in lower case keeps every word."""
     if query == query.lower():

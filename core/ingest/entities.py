@@ -119,7 +119,7 @@ _LEADING = _wordset(
     "her in on at for from to by with as if when while during after before since although "
     "though however moreover furthermore additionally also but and or nor so yet each every all "
     "some any no not such what which who how why where of & see refer "
-    # a question's opening auxiliary ("Does Adobe have ...", "Has Microsoft increased ...");
+    # a question's opening auxiliary ("Does Acme have ...", "Has Globex increased ...");
     # "will" and "may" are left out: they open names ("Will Smith") and a month
     "is are was were do does did has have had can could would should shall must"
 )
@@ -269,7 +269,7 @@ def find_entities(text: str) -> list[tuple[int, int, str, str]]:
         if " and " in m.group() and not any(
             t.lower().rstrip(".,") in _ORG_WORDS for t in m.group().split()
         ):
-            pieces = []  # "Amazon and Adobe": two names
+            pieces = []  # "Acme and Globex": two names
             pos = s
             for part in m.group().split(" and "):
                 pieces.append((pos, part))
@@ -293,7 +293,7 @@ _DISAMBIGUATED = re.compile(r"^(?P<name>[^()]+?)\s+\([^()]+\)$")
 
 def title_names(title: str) -> list[str]:
     """The names a title gives its document: the title, and for a disambiguated title such as
-    "Brand (play)" or "Brother (Pearl Jam song)" also the bare name, as text calls it."""
+    "Northport (novel)" or "Harbour (song)" also the bare name, as text calls it."""
     m = _DISAMBIGUATED.match(title.strip())
     return [title, m.group("name")] if m else [title]
 

@@ -4,8 +4,8 @@ SEC filings (10-K, 10-Q, 8-K ...) open with the same cover page: the agency's na
 largest type, then the form, the period and the registrant. Their first heading is "UNITED
 STATES SECURITIES AND EXCHANGE COMMISSION", which gave ten of the twenty FinanceBench filings the
 same title in the library list, the Sources lists and the research router. The cover's fields
-make a title an analyst recognises: "BEST BUY CO., INC. — Form 10-Q, quarterly period ended
-July 29, 2023".
+make a title an analyst recognises: "ACME CORP. — Form 10-Q, quarterly period ended
+June 30, 2023".
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _registrant(lines: list[str]) -> str | None:
             for prev in reversed(lines[max(0, i - _NAME_LINES) : i]):
                 if not _name_part(prev):
                     break
-                parts.insert(0, prev)  # a name set in narrow type wraps: "AMCOR" / "PLC"
+                parts.insert(0, prev)  # a name set in narrow type wraps: "ACME" / "PLC"
             if parts:
                 return " ".join(parts)
     for i, line in enumerate(lines):

@@ -1,18 +1,17 @@
-"""Calculations written in a report, checked: "$177,866 - $118,573 = $59,293" holds,
-"($59,293 / $118,573) * 100 ≈ 49.7%" does not (it is 50.0%).
+"""Calculations written in a report, checked: "$52,870 - $41,200 = $11,670" holds,
+"($11,670 / $41,200) * 100 ≈ 26.4%" does not (it is 28.3%).
 
 The 1.5B writer works out ratios and changes step by step in the report, and gets the
-arithmetic wrong as often as right (FinanceBench 08135: a 30.8% revenue change written as
-49.7%, then 10.0%). No passage holds a computed figure, so the claim check could only say
-"not in the cited text"; here the calculation itself is redone. A result that holds is derived
-from its operands and needs no source of its own; one that does not is flagged with what it
-comes to.
+arithmetic wrong as often as right. No passage holds a computed figure, so the claim check
+could only say "not in the cited text"; here the calculation itself is redone. A result that
+holds is derived from its operands and needs no source of its own; one that does not is
+flagged with what it comes to.
 
 Only explicit calculations are read: numbers joined by + - * / × ÷ (with parentheses), then
-= or ≈ and the stated result. A stated result may round: "≈ 50.0%" holds for 50.005, "= 59,293"
-for 59,293.4; "≈" also allows half a percent of the result. A percentage may be stated for a
-fraction (0.308 = 30.8%), unless the expression already multiplies by 100: "(609 / 83,779) *
-100 ≈ 59.77%" comes to 0.7269%, and 72.69% would not hold either.
+= or ≈ and the stated result. A stated result may round: "≈ 28.3%" holds for 28.325, "= 11,670"
+for 11,670.4; "≈" also allows half a percent of the result. A percentage may be stated for a
+fraction (0.283 = 28.3%), unless the expression already multiplies by 100: "(450 / 61,900) *
+100 ≈ 72.70%" does not hold, as it comes to 0.7270%.
 """
 
 from __future__ import annotations
@@ -45,10 +44,10 @@ CONSTANTS = frozenset({"2", "4", "12", "100", "365", "1000"})
 
 @dataclass(frozen=True)
 class Calculation:
-    text: str  # as written, "($59,293 / $118,573) * 100 ≈ 49.7%"
+    text: str  # as written, "($11,670 / $41,200) * 100 ≈ 26.4%"
     value: float  # what the expression comes to
     stated: float
-    stated_text: str  # the result as key_terms spells it: "49.7", "59293"
+    stated_text: str  # the result as key_terms spells it: "26.4", "11670"
     holds: bool
     percent: bool = False  # the result is stated as a percentage
     operands: tuple[str, ...] = ()  # the numbers it uses, as :func:`operands` spells them
@@ -69,8 +68,8 @@ def _number(text: str) -> str:
 
 
 def operands(expr: str) -> list[str]:
-    """The numbers ``expr`` uses, as :func:`calculations` spells results ("177,866" ->
-    "177866")."""
+    """The numbers ``expr`` uses, as :func:`calculations` spells results ("52,870" ->
+    "52870")."""
     return [_number(n) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", expr)]
 
 
@@ -114,8 +113,8 @@ _THEN = re.compile(rf"\s*(?P<rel>=|≈|~=|~)\s*(?P<result>-?{_NUMBER})\s*(?P<pct
 
 
 def calculations(sentence: str) -> list[Calculation]:
-    """The explicit calculations in ``sentence``, each redone; a chain ("a / b = 0.308 =
-    30.8%") gives one per stated result."""
+    """The explicit calculations in ``sentence``, each redone; a chain ("a / b = 0.283 =
+    28.3%") gives one per stated result."""
     out = []
     for m in _CALCULATION.finditer(sentence):
         value = evaluate(m.group("expr"))

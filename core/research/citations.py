@@ -264,15 +264,15 @@ class CitationChecker:
 
 # ----------------------------------------------------------------------------- claim support
 
-# A sentence ends at . ! or ? before a space, but not at an initial: "G. Stanley Hall" cut after
-# "G." left the claim ("The first president ... was G.") without its citation, so unchecked.
+# A sentence ends at . ! or ? before a space, but not at an initial: a name like "J. Edgar
+# Northcote" cut after "J." would leave the claim without its citation, so unchecked.
 _SENT_RE = re.compile(r"[^\n]+?(?:(?<!\b[A-Z])[.!?](?=\s|$)|$)", re.MULTILINE)
 _NUM_RE = re.compile(r"\d[\d,]*(?:\.\d+)?")
 _ID_TOKEN_RE = re.compile(r"\[(ev1:[0-9a-f]{16}(?:#\d+-\d+)?)\]")
 
 
 def _norm(text: str) -> str:
-    """Lower case, accents folded ("Akinoshu Kenji" is the passage's "Akinoshū Kenji"), no
+    """Lower case, accents folded ("Sao Tome" is the passage's "São Tomé"), no
     thousands commas, one space between words."""
     return " ".join(fold(text.replace(",", "").replace("\u2019", "'")).split())
 
@@ -297,7 +297,7 @@ DEMONYMS = Path(__file__).resolve().parents[2] / "resources" / "glossary" / "dem
 
 @functools.cache
 def _same_place() -> dict[str, tuple[str, ...]]:
-    """Place or demonym -> the other words naming it ("norway" -> ("norwegian",))."""
+    """Place or demonym -> the other words naming it ("france" -> ("french",))."""
     out: dict[str, set[str]] = {}
     for names in json.loads(DEMONYMS.read_text(encoding="utf-8"))["names"]:
         for name in names:
@@ -308,7 +308,7 @@ def _same_place() -> dict[str, tuple[str, ...]]:
 def _present(term: str, cited: str) -> bool:
     """Whether the normalised ``cited`` text holds ``term``: as written, or for a month its
     abbreviation or a numeric date, or for a place its demonym and the other way round (the
-    claim's "Norway" is the passage's "Norwegian playwright")."""
+    claim's "France" is the passage's "French painter")."""
     t = _norm(term)
     if t in _MONTHS:
         return _has_month(t, cited)
@@ -330,25 +330,25 @@ def key_terms(sentence: str) -> list[str]:
     plain = re.sub(r"^[\s>*#\-\d.)]+", " ", plain)  # list markers, headings
     plain = re.sub(r"^\s*step\s+\d+\s*[:.)]", " ", plain, flags=re.I)  # "Step 2:" numbers a step
     terms: list[str] = [n.replace(",", "").rstrip(".") for n in _NUM_RE.findall(plain)]
-    words = re.findall(r"[^\W\d_](?:[^\W\d_]|['\-])+", plain)  # "Aschenbrödel", not "Aschenbr"
+    words = re.findall(r"[^\W\d_](?:[^\W\d_]|['\-])+", plain)  # "Brückner", not "Br"
     for i, w in enumerate(words):
         low = w.lower()
         if low in _MONTHS:
             terms.append(low)
         elif w[0].isupper() and i > 0 and low not in _STOP and len(w) > 2:
-            terms.append(re.sub(r"'s$", "", w, flags=re.I).strip("'"))  # AMCOR's names AMCOR
+            terms.append(re.sub(r"'s$", "", w, flags=re.I).strip("'"))  # ACME's names ACME
     return list(dict.fromkeys(t for t in terms if t))
 
 
 def cited_text(ev: Evidence) -> str:
     """What a citation backs: the passage, and the title and pages the Sources list shows
-    (a writer may name the filing: "ADOBE INC. — Form 10-K, fiscal year ended ..., p. 6")."""
+    (a writer may name the filing: "ACME CORP. — Form 10-K, fiscal year ended ..., p. 6")."""
     return f"{ev.title} p. {' '.join(map(str, ev.pages))}\n{ev.text}"
 
 
 def _sentences(markdown: str, cites: re.Pattern[str] = _ID_TOKEN_RE) -> Iterator[tuple[str, str]]:
     """(sentence, its line) in order, split as passages are (abbreviations and initials do not
-    end a sentence: "ADOBE INC. — Form 10-K", "G. Stanley Hall"); a citation (``cites``) or
+    end a sentence: "ACME CORP. — Form 10-K", "J. Edgar Northcote"); a citation (``cites``) or
     mark standing alone after a sentence ("Claim. [id]", "Claim. ⚠") belongs to it."""
     for line in markdown.splitlines():
         sentences: list[str] = []
@@ -406,10 +406,10 @@ def narrow_citations(
     markdown: str, evidence: Callable[[str], Evidence | None], keep_lines: str | None = None
 ) -> str:
     """Each sentence citing several passages keeps only those that hold all the numbers, dates
-    and names it asserts, when at least one does: the 1.5B cites three passages for "Victoria
-    Falls" where one names it. A sentence no single passage backs keeps its citations (each
-    may hold a part: "$17.6 billion in 2022 and $15.8 billion in 2021"), and so do lines that
-    start with ``keep_lines`` (the short answer line cites the hops that lead to the answer,
+    and names it asserts, when at least one does: a small writer cites three passages for a
+    name one of them holds. A sentence no single passage backs keeps its citations (each may
+    hold a part: "$4.2 billion in 2022 and $3.9 billion in 2021"), and so do lines that start
+    with ``keep_lines`` (the short answer line cites the hops that lead to the answer,
     not only the passage naming it)."""
 
     def narrowed(sentence: str, line: str) -> str | None:
@@ -447,15 +447,13 @@ def complete_citations(
     as the sentence says is not checked).
 
     At most ``most`` passages are added, each taken for holding the most of what is still
-    lacking, then for holding all of the sentence (the Brand passage, naming Ibsen and
-    Norway, over one naming only Norway), then for being cited in the report already ("Hello
-    Love (song)" over "Say Hello 2 Heaven"), then for holding the most of the sentence. When
-    they cannot hold all it lacks, the sentence is left as it is, for the claim check to flag.
-    The 1.5B wrote "The bomb dropped on Akinoshu Kenji's birthplace was the Enola Gay [Enola
-    Gay]" with the passage on Akinoshu Kenji, born in Hiroshima, fetched beside it; and "The
-    composer of Aschenbrödel was Johann Strauss III [Johann Strauss III]" beside the passage
-    naming Johann Strauss II: both get the passage naming what they lacked, and both stay
-    flagged."""
+    lacking, then for holding all of the sentence (a passage naming both the person and his
+    country over one naming only the country), then for being cited in the report already,
+    then for holding the most of the sentence. When they cannot hold all it lacks, the
+    sentence is left as it is, for the claim check to flag. A small writer often cites only the
+    passage about the answer, not the fetched one about the subject the sentence also names,
+    or misnames what a fetched passage names ("II" written "III"): either way the passage
+    naming what the sentence lacked is added, and a sentence still not held stays flagged."""
     cited = set(_ID_TOKEN_RE.findall(markdown))
     held_by = {
         i: cited_text(ev) for i in dict.fromkeys(candidates) if (ev := evidence(i)) is not None
@@ -531,10 +529,9 @@ def check_claims(
     uncited ones that assert what neither the question nor a citation on their line holds
     (:func:`uncited_claim`).
 
-    A line starting with ``answer_lines`` answers the question ("**Answer:** 6.8 inches"): it
+    A line starting with ``answer_lines`` answers the question ("**Answer:** 12 metres"): it
     is compared with its cited text as the question and the answer together, which is what it
-    claims; three words alone are unlike any passage (similarity 0.04 with the one stating
-    "an average snowfall of 6.8 inches").
+    claims; a few words alone are unlike any passage, even the one stating them.
 
     A sentence in ``assembled`` (:func:`complete_citations`) holds all it names only with
     passages the program added beside those the writer cited; it is flagged with what the
@@ -620,7 +617,7 @@ def uncited_claim(
     derived: Collection[str] = (),
 ) -> str:
     """Why an uncited sentence is flagged ("" when it is not): it asserts numbers, dates or
-    names (:func:`key_terms`) that the question does not name ("To calculate Amazon's change
+    names (:func:`key_terms`) that the question does not name ("To calculate Acme's change
     from FY2016 to FY2017, ..." restates it), and the passages cited elsewhere on its line (a
     paragraph may cite once, at its end) do not all hold them. Headings, table rows and
     statements of what the sources lack are not claims, nor are ``derived`` numbers (results

@@ -2,8 +2,8 @@
 filing reports it with.
 
 A filing's statement tables hold the numbers under their line items, not under the metric's
-name: "What is Adobe's free cash flow conversion as of FY2022?" ranked the cash-flow statement
-15th, "Adobe FY2022 net cash provided by operating activities" ranked it 2nd. The metrics and
+name: a query for a company's free cash flow ranks its cash-flow statement far below one for
+"net cash provided by operating activities", which the statement says. The metrics and
 their line items are data (``resources/glossary/line_items.json``); matching is by whole words
 (a plural too), case aside except for acronyms ("DPO", "ROE": the word "roe" is not return on
 equity).

@@ -75,9 +75,9 @@ def salvage_plan(text: str, max_queries: int = 5) -> ResearchPlan | None:
 
 def normalize_plan(plan: ResearchPlan) -> ResearchPlan:
     """Ids renamed q1, q2, ... (a model's ids may be long or repeated; user ids that are
-    short and safe are kept), a query asked twice asked once (the 1.5B planner repeated "What
-    is the name of the first president of the American Psychological Association?", and a
-    second worker read the same passages again), dependencies only on known ids, no cycles."""
+    short and safe are kept), a query asked twice asked once (a small planner repeats a query
+    word for word, and a second worker would read the same passages again), dependencies only
+    on known ids, no cycles."""
     rename: dict[str, str] = {}
     queries: list[ResearchQuery] = []
     for i, q in enumerate(plan.queries, 1):
@@ -140,8 +140,8 @@ def ground_plan(
     A query must share a content word with them: a small model copies a prompt's wording into
     its plan (seen: a query about "product P" for a question about a journal). If no query is
     left, the question itself is the one query. A component or constraint must name nothing
-    they do not: the 1.5B model wrote guessed answers into the components ("The first president
-    ... was Judith Viorst."), which the writer then repeated as fact. Returns the plan
+    they do not: the 1.5B model wrote guessed answers into the components ("The first mayor
+    ... was Ann Northcote."), which the writer then repeated as fact. Returns the plan
     normalised (:func:`normalize_plan`), so dependencies on dropped queries are gone too, with
     the question's subjects kept (:func:`keep_subjects`) and the question asked in full
     (:func:`cover_question`, within ``max_queries``).
@@ -173,10 +173,10 @@ def ground_plan(
 
 def keep_subjects(plan: ResearchPlan, question: str) -> ResearchPlan:
     """A query that depends on nothing and names no subject at all gets the question's back:
-    the 1.5B planner wrote "What is the author's name?" for "... the author of Alexander and
-    the Terrible, Horrible, No Good, Very Bad Day ...", a search that can only find strangers.
-    A dependent query is left alone (its subject comes from what its dependencies found), and
-    so is one that names a subject of its own."""
+    the 1.5B planner wrote "What is the author's name?" for "... the author of <a book's long
+    title> ...", a search that can only find strangers. A dependent query is left alone (its
+    subject comes from what its dependencies found), and so is one that names a subject of
+    its own."""
     subjects = subject_names(question)
     if not subjects:
         return plan
@@ -192,12 +192,10 @@ def keep_subjects(plan: ResearchPlan, question: str) -> ResearchPlan:
 
 def cover_question(plan: ResearchPlan, question: str, max_queries: int = 5) -> ResearchPlan:
     """Append the question itself, after every query nothing else builds on, when the plan's
-    queries leave one of its content words unasked: the 1.5B planner stopped two hops into a
-    three-hop question ("Who was in charge of the country where the composer of Aschenbrodel
-    was a citizen?" -> composer, country; nobody asked who was in charge), and asked which
-    university an author attended, not what "kind" of university it is. A word a query only
-    paraphrased ("usual average snowfall") costs one more worker; a hop left out costs the
-    answer."""
+    queries leave one of its content words unasked: the 1.5B planner stops a hop short (asked
+    who led the country a composer was a citizen of, it asks for the composer and the country,
+    and nobody asks who led it), or asks for the thing, not the "kind" of thing asked for. A
+    word a query only paraphrased costs one more worker; a hop left out costs the answer."""
     asked = set().union(*(content_words(q.query) for q in plan.queries))
     if not (content_words(question) - asked) or len(plan.queries) >= max_queries:
         return plan

@@ -94,8 +94,8 @@ class Worker:
             last = ("discover_evidence", first, "")
             if self.focus and not self._read_now():
                 # The full query embeds close to the passage the last hop already read (its
-                # subject is in it); the new words alone ("waterfall country Zimbabwe") find
-                # the next hop's passage.
+                # subject is in it); the new words alone ("lighthouse country Norland")
+                # find the next hop's passage.
                 self._call("discover_evidence", {"query": self.focus})
                 last = ("discover_evidence", self.focus, "")
             items = line_item_query(self.q.query)
@@ -345,12 +345,12 @@ class Worker:
         return self.titles[ev_id]
 
     def _tier(self, ev_id: str) -> int:
-        """0: a hit about a name the query does not say but what it builds on found ("Hank
-        Snow", given "Hello Love is a single by Hank Snow"), or a passage read about the subject
-        names (the band a song's passage names): the next hop; 1: a hit about the query's own
-        subject ("Hello Love (song)" for "the state where Hello Love's performer died"); 2: a
-        hit some other passage this worker read names ("Austria", named by the passage about a
-        Vienna orchestra); 3: the rest; 4: a passage the findings this one builds on cite (their
+        """0: a hit about a name the query does not say but what it builds on found (the singer,
+        given "Northport is a single by Ann Lake"), or a passage read about the subject names
+        (the band a song's passage names): the next hop; 1: a hit about the query's own subject
+        ("Northport (song)" for "the state where Northport's performer died"); 2: a hit some
+        other passage this worker read names (a country, named by the passage about one of its
+        orchestras); 3: the rest; 4: a passage the findings this one builds on cite (their
         notes carry it: the next hop is elsewhere). By the hit's title, as the query, the
         findings or the passages name it."""
         title = self._title(ev_id)
@@ -366,10 +366,10 @@ class Worker:
 
     def _unread(self) -> list[str]:
         """Hits not read yet, best first: by :meth:`_tier` (the hop's subject before passages
-        that only look alike: a small model's second search drifted to "Henry Worrall's
-        birthplace" and its hits pushed "Hello Love (song)" out of the reads), then rank 1 of
-        any search before rank 2 of any, and among equal ranks the latest search's (a worker's
-        later searches are usually its sharper ones: "waterfall in Zimbabwe" after the
+        that only look alike: a small model's second search drifts to another person's
+        birthplace, and its hits would push the subject's own passage out of the reads), then
+        rank 1 of any search before rank 2 of any, and among equal ranks the latest search's (a
+        worker's later searches are usually its sharper ones: "lighthouse in Norland" after the
         question's own words)."""
         unread = [i for i in self.discovered if i not in self.fetched]
         return sorted(unread, key=lambda i: (self._tier(i), *self.hit_rank[i]))

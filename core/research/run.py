@@ -346,8 +346,8 @@ def _research(ctx: RunContext, plan: ResearchPlan, st: _State) -> None:
         if rnd == ctx.limits.max_rounds or not pending:
             break
         # A gap naming something neither the question, the plan nor an on-topic finding names
-        # is about a passage that only looked alike ("The name of the Barcoongere River is not
-        # mentioned", from a search for the Bubye River): researching it reads more of the same.
+        # is about a passage that only looked alike (a gap naming another river, from a search
+        # for the river asked about): researching it reads more of the same.
         known = names(st.question).union(
             *(names(q.query) for q in plan.queries),
             *(names(f.claim) for n in st.notes.values() for f in n.on_topic()),
@@ -366,7 +366,7 @@ def _research(ctx: RunContext, plan: ResearchPlan, st: _State) -> None:
         if not followups:
             break
         # A gap has no dependency to take its subject from: "Why is operating margin not a
-        # useful metric for a company like this?" (of Adobe) read Microsoft's and J&J's filings.
+        # useful metric for a company like this?" reads every company's filings.
         followups = planner.keep_subjects(
             plan.model_copy(update={"queries": followups}), st.question
         ).queries
@@ -379,8 +379,8 @@ def _research(ctx: RunContext, plan: ResearchPlan, st: _State) -> None:
 
 def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: _State) -> None:
     # What a dependent query builds on: only the on-topic findings of the queries it depends
-    # on (a neighbour's finding, "The Fowler River is in New Hampshire", steered the next
-    # query's searches to rivers instead of to the country the Bubye River is in).
+    # on (a neighbour's finding about another river steers the next query's searches to rivers
+    # instead of to the country the river asked about is in).
     def deps(q: ResearchQuery) -> list[ResearchNotes]:
         return [st.notes[d] for d in q.depends_on if d in st.notes]
 
@@ -392,9 +392,8 @@ def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: _State
 
     def carried(q: ResearchQuery) -> list[str]:
         # Passages the notes carry: read again only last. One its dependency read but cited
-        # for nothing is read like any other: asked "Where is the Bubye River located?" after
-        # the whole question, whose worker read the river's passage and noted a Kyrgyz
-        # waterfall, the worker read an Australian river's passage instead.
+        # for nothing is read like any other: its finding may be about a passage that only
+        # looked alike, and the subject's own passage is then still to be read.
         return [i for n in deps(q) for f in n.on_topic() for i in f.evidence_ids]
 
     def focus_for(q: ResearchQuery) -> str:

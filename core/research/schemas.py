@@ -68,7 +68,7 @@ ROLES: tuple[Role, ...] = ("router", "clarifier", "planner", "researcher", "writ
 _FORBID = ConfigDict(extra="forbid")
 
 
-# A small model sometimes copies the schema's bound into its text ("… Seattle is at most 300
+# A small model sometimes copies the schema's bound into its text ("… Northport is at most 300
 # characters"); that phrase is never content.
 _SCHEMA_ECHO_RE = re.compile(r"[\s,;:(]*\b(?:(?:is|are)\s+)?at most \d+ characters\b\)?", re.I)
 
@@ -326,8 +326,8 @@ class ResearchNotes(BaseModel):
         with the query (ties kept; none when no finding shares one).
 
         A worker reads its top hits, and a small model writes a finding for each passage it
-        read, including neighbours that only look alike (asked where the Bubye River is, it
-        also noted where the Fowler River is). Those findings must not steer the queries that
+        read, including neighbours that only look alike (asked where one river is, it also
+        noted where another river is). Those findings must not steer the queries that
         build on this one, nor push their passages ahead in the writer's list."""
         asked = content_words(self.query)
         scores = [len(content_words(f.claim) & asked) for f in self.findings]

@@ -1,12 +1,12 @@
-"""Statement rows read with their columns, for the model: "Total net sales | 107,006 | 135,987 |
-177,866" under the header "2015 | 2016 | 2017" is shown as "Total net sales (2015: 107,006;
-2016: 135,987; 2017: 177,866)".
+"""Statement rows read with their columns, for the model: "Total net sales | 41,200 | 45,310 |
+52,870" under the header "2015 | 2016 | 2017" is shown as "Total net sales (2015: 41,200;
+2016: 45,310; 2017: 52,870)".
 
 A filing's statement is a table of line items by period, and a passage holds it as rows of
 cells, the periods once at the top (or in the passage before, when the table runs on). Asked
-for Amazon's change in revenue from 2016 to 2017, the 1.5B took two figures from a row twenty
-lines below the header ("Operating income | 2,233 | 4,186 | 4,106") and could not tell which
-year each was. With each figure beside its period, a row says what it holds on its own. A row
+for a change in revenue between two years, the 1.5B took two figures from a row twenty lines
+below the header ("Operating income | 1,120 | 1,480 | 1,390") and could not tell which year
+each was. With each figure beside its period, a row says what it holds on its own. A row
 is not made a sentence: the answer step picks sentences by similarity to the question, and
 "Percentage of total revenue" rows of another filing outranked "Total net sales" for a question
 about revenue, where the whole table, read as one, was picked.

@@ -1,21 +1,21 @@
 """The report's research trail: for each research step, the finding that answered it, cited.
 
-A multi-hop answer rests on the facts found on the way ("The Bubye River is in Zimbabwe",
-then "Victoria Falls is in Zimbabwe"). The 1.5B writer states the last hop and cites its
-passage, and leaves the bridge out: of the 37 gold passages of the MuSiQue evaluation, the runs
-fetched 33 and the reports cited 24. Each researcher's notes already hold the finding that
-answered its query, tied to the passages it read, so the trail is built from them without a
-model call, and only from findings their passages bear out:
+A multi-hop answer rests on the facts found on the way ("The Eastline railway runs through
+Norland", then "Northport is the capital of Norland"). The 1.5B writer states the last hop and
+cites its passage, and leaves the bridge out: of the 37 gold passages of the MuSiQue
+evaluation, the runs fetched 33 and the reports cited 24. Each researcher's notes already hold
+the finding that answered its query, tied to the passages it read, so the trail is built from
+them without a model call, and only from findings their passages bear out:
 
 - a finding about its own query (:meth:`ResearchNotes.on_topic`) that names something neither
   the question nor the query names, in its passages' text (a restated question, "The author
-  of Brand a citizen of", tells nothing, and a filing's title only where to look) and does not
+  of the play a citizen of", tells nothing, and a filing's title only where to look) and does not
   merely say what is missing;
 - cited with only the passages that hold all its names, numbers and dates, and passing the
   claim check the whole report passes (so the trail adds no flagged claim);
 - about the question: joined to it, or to the report and its passages, by a chain of shared
-  names (a worker asked only "What is the author's name?" noted "The author's name is Arnold
-  Schwarzenegger");
+  names (a worker asked only "What is the author's name?" noted the name of some other
+  passage's author);
 - once: a finding naming nothing an earlier line did not, or one the report already states
   from the same passages, is left out.
 
@@ -91,8 +91,8 @@ def _step_line(
             len(terms_missing(news, ev.text)) < len(news) for ev in cited.values()
         ):
             # names nothing the question and the query do not (a restatement), or only what
-            # its passages' titles name: "Adobe's free cash flow conversion can be found in
-            # the 2022 Form 10-K" says where to look, not what is there
+            # its passages' titles name: "Acme's free cash flow can be found in the 2022
+            # Form 10-K" says where to look, not what is there
             continue
         ids = [i for i, ev in cited.items() if not terms_missing(terms, cited_text(ev))]
         if not ids:
@@ -105,11 +105,11 @@ def _step_line(
 
 def _linked(found: list[tuple[str, list[str], list[str]]], start: str) -> set[int]:
     """Indexes of the lines joined to ``start`` (the question, the report and the passages it
-    cites) by a chain of shared names: "Akinoshu Kenji was born in Hiroshima" joins the
-    question about Akinoshu Kenji, and "The Enola Gay dropped the bomb on Hiroshima" joins that
-    line. A finding sharing no name with the chain ("The author's name is Arnold
-    Schwarzenegger", from a worker asked only "What is the author's name?") is about something
-    else. Names compare with their case ("Association" is not the question's "association")."""
+    cites) by a chain of shared names: "Ann Lake was born in Northport" joins the question
+    about Ann Lake, and "The Eastline railway ends at Northport" joins that line. A finding
+    sharing no name with the chain ("The author's name is John Doe", from a worker asked only
+    "What is the author's name?") is about something else. Names compare with their case
+    ("Society" is not the question's "society")."""
     linked: set[int] = set()
     known = set(_WORD.findall(unaccented(start)))
     grew = True

@@ -24,8 +24,8 @@ _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]+")
 
 
 def content_words(text: str) -> set[str]:
-    """Folded (:func:`fold`): the question's "Aschenbrodel" is the passage title's
-    "Aschenbrödel", which the planner copies."""
+    """Folded (:func:`fold`): a question's "Sao Tome" is the passage title's "São Tomé", which
+    the planner copies."""
     return {w for w in _CONTENT_WORD.findall(fold(text)) if w not in _STOP}
 
 
@@ -36,10 +36,10 @@ def names(text: str) -> set[str]:
 
 def focus_terms(query: str, before: str, found: str, max_words: int = 12) -> str:
     """The words of ``query`` that ``before`` (the queries it builds on) did not already ask
-    about, then the words ``found`` (their answers) adds: "waterfall country found Zimbabwe"
-    for "the waterfall in the country where the Bubye River is found", given "Where is the
-    Bubye River?" and "The Bubye River is in Zimbabwe." In the text's own order and case;
-    "" when nothing is new."""
+    about, then the words ``found`` (their answers) adds: "lighthouse country found Norland"
+    for "the lighthouse in the country where the Eastline railway is found", given "Where is
+    the Eastline railway?" and "The Eastline railway is in Norland." In the text's own order
+    and case; "" when nothing is new."""
     asked = content_words(before)
     out: list[str] = []
     seen: set[str] = set()
@@ -72,8 +72,8 @@ _SOURCES_LACK = re.compile(
 
 def gap_query(gap: str) -> str:
     """What a worker's gap says is missing, as a search: "The country where the composer of
-    Aschenbrodel was a citizen is not mentioned in the given passages" -> "The country where the
-    composer of Aschenbrodel was a citizen". Searched whole, its "not mentioned in the given
+    Northport was a citizen is not mentioned in the given passages" -> "The country where the
+    composer of Northport was a citizen". Searched whole, its "not mentioned in the given
     passages" weighs in both the keyword and the dense search, though it names nothing the run
     lacks. Any other gap is kept as it is."""
     text = " ".join(gap.split()).rstrip(" .")
@@ -84,8 +84,8 @@ def gap_query(gap: str) -> str:
     return cut if len(cut) >= 3 else text
 
 
-# Between two names of one title ("Alexander and the Terrible, Horrible, No Good, Very Bad
-# Day"): punctuation and at most three short words.
+# Between two names of one title ("Tom and the Long, Cold, Very Dark Night"): punctuation and
+# at most three short words.
 _NAME_GAP = re.compile(r"[\s,:;'-]*(?:\w{1,4}[\s,:;'-]+){0,3}")
 
 
@@ -93,21 +93,21 @@ _NOT_SUBJECTS = frozenset({"date", "quantity"})
 
 
 def fold(text: str) -> str:
-    """Lower-cased, accents removed: "Aschenbrödel" and "Aschenbrodel" compare equal."""
+    """Lower-cased, accents removed: "São Tomé" and "Sao Tome" compare equal."""
     return unaccented(text.lower())
 
 
 def unaccented(text: str) -> str:
-    """Accents removed, case kept: "Akinoshū" -> "Akinoshu"."""
+    """Accents removed, case kept: "Brückner" -> "Bruckner"."""
     norm = unicodedata.normalize("NFKD", text)
     return "".join(c for c in norm if not unicodedata.combining(c))
 
 
 def subject_names(text: str) -> list[str]:
     """The named subjects of ``text``, names split only by short words joined: a question's
-    "Alexander and the Terrible, Horrible, No Good, Very Bad Day" is one subject, its "Publix"
-    and "Hello Love" two. Dates and quantities are not subjects: "What is the total revenue for
-    FY2016?" (of Amazon) names none."""
+    "Tom and the Long, Cold, Very Dark Night" is one subject, its "Acme" and "Northport" two.
+    Dates and quantities are not subjects: "What is the total revenue for FY2016?" names
+    none."""
     out: list[tuple[int, int]] = []
     joinable = False
     for start, end, _name, kind in find_entities(text):
@@ -130,5 +130,5 @@ def names_in(name: str, text: str) -> bool:
 
 def title_named(title: str, text: str) -> bool:
     """Whether folded ``text`` names a document by its title or, for a disambiguated title
-    ("Brother (Pearl Jam song)"), by its bare name."""
+    ("Northport (song)"), by its bare name."""
     return any(names_in(n, text) for n in title_names(title))

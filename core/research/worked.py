@@ -1,8 +1,8 @@
 """A numeric answer worked out from the passages' figures by the program, not by the model.
 
-The 1.5B reads the right line of a statement and still gets the arithmetic wrong: FinanceBench
-08135 had Amazon's "Total net sales | 107,006 | 135,987 | 177,866" in front of it and answered
-a 10.0% change (it is 30.8%). Copying figures into an expression is easier for a small model
+The 1.5B reads the right line of a statement and still gets the arithmetic wrong: with a
+company's net sales for three years in front of it, it may answer a change in revenue a third
+of what the figures give. Copying figures into an expression is easier for a small model
 than the arithmetic, and what it copied can be checked, so the answer step writes the
 calculation and it is computed here: only when it is plain arithmetic
 (:func:`~core.research.arithmetic.evaluate`) and each of its figures is written in a passage
@@ -30,8 +30,8 @@ _WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4}
 
 @dataclass(frozen=True)
 class Worked:
-    answer: str  # the model's answer, its figure replaced by the result: "30.8%"
-    calculation: str  # "(177,866 - 135,987) / 135,987 * 100 = 30.8%"
+    answer: str  # the model's answer, its figure replaced by the result: "16.7%"
+    calculation: str  # "(52,870 - 45,310) / 45,310 * 100 = 16.7%"
     sources: list[str]  # evidence ids holding the figures, in order of use
 
 
@@ -40,7 +40,7 @@ def _plain(number: str) -> str:
 
 
 def _spelled(number: str) -> str:
-    """A figure with thousands commas, its decimals as written: "177866" -> "177,866"."""
+    """A figure with thousands commas, its decimals as written: "52870" -> "52,870"."""
     whole, _, frac = _plain(number).partition(".")
     return f"{int(whole):,}" + (f".{frac}" if frac else "")
 
@@ -74,7 +74,7 @@ def worked_answer(
     the question speaks of one (a fraction, below 10, is then multiplied by 100); it is
     written to the decimals the question asks for ("round to one decimal place"), else as many
     as the model's answer had, else one for a percentage. The model's figure in ``answer`` is
-    replaced by the result ("10.0%" -> "30.8%"); an answer without a figure ("Yes") is kept."""
+    replaced by the result ("5.6%" -> "16.7%"); an answer without a figure ("Yes") is kept."""
     expr = " ".join(calculation.split("=")[0].split())
     value = evaluate(expr) if expr else None
     figures = operands(expr)

@@ -48,10 +48,10 @@ def repeat_cut(text: str, min_chars: int = 20) -> int | None:
     """Where ``text`` starts repeating itself: the start of its first sentence that says an
     earlier one again word for word (citations and case aside), or None.
 
-    The 1.5B writer sometimes loops, writing "The passage states that Adobe's operating margin
+    The 1.5B writer sometimes loops, writing "The passage states that Acme's operating margin
     improved ..." twenty times until its token budget ran out. A report never needs a
     sentence twice; short ones ("See note 4.") may recur and are not counted. A last sentence
-    still being written is not compared: "Margin was 36.8% in FY2021" may go on "and 34.6% in
+    still being written is not compared: "Margin was 12.1% in FY2021" may go on "and 11.4% in
     FY2022".
     """
     ranges = sentence_ranges(text)
@@ -78,9 +78,9 @@ ANSWER_LEAD_WORDS = 5  # "The short answer is:" before a copied answer line
 
 def without_answer_copy(draft: str, answer: str) -> str:
     """The writer's draft without lines that only repeat the answer line opening the report
-    (the 1.5B began its text with "**Answer:** Yes, Adobe has ..." word for word, or with
+    (the 1.5B began its text with "**Answer:** Yes, Acme has ..." word for word, or with
     "The short answer is: **Answer:** ...", flagged for a name "Answer" no passage holds, or
-    "The short answer is: Yes, Adobe has ...")."""
+    "The short answer is: Yes, Acme has ...")."""
     key = _key(answer)
     bare = key.removeprefix("answer ")
 
@@ -88,7 +88,7 @@ def without_answer_copy(draft: str, answer: str) -> str:
         words = _key(line)
         if words in (key, bare):
             return True
-        for said in (key, bare):  # "The short answer is: [**Answer:**] Yes, Adobe has ..."
+        for said in (key, bare):  # "The short answer is: [**Answer:**] Yes, Acme has ..."
             lead = words.removesuffix(said)
             if lead != words and lead.endswith(" ") and len(lead.split()) <= ANSWER_LEAD_WORDS:
                 return True
@@ -99,7 +99,7 @@ def without_answer_copy(draft: str, answer: str) -> str:
 
 # Talk about the writing, not the subject: "This answer shape covers the key points:", "To
 # arrive at this answer, we need to follow these steps:", "Revenue change is calculated as
-# follows:". The 1.5B writes it in one report of five (MuSiQue and FinanceBench, session 18).
+# follows:". The 1.5B writes it in one report of five (MuSiQue and FinanceBench runs).
 _METHOD_TALK = re.compile(
     r"\banswer shape\b"
     r"|^\W*(?:in order )?to (?:answer|arrive at|determine|find|calculate|compute|address|work out)"
@@ -206,9 +206,8 @@ def short_answer(
 
     It reads not whole passages but their :data:`ANSWER_SENTENCES` sentences most similar to
     the question or a plan query (:func:`key_sentences`), each under its passage's label and
-    title: given whole passages, the 1.5B named the journal's editor (a sentence of the first
-    passage) as the association's first president, though the passage saying "Hall, who was the
-    first president of the American Psychological Association" was beside it.
+    title: given whole passages, the 1.5B answers with a name from the first passage, though
+    the sentence stating the answer is in a passage beside it.
 
     A separate, schema-bound step because a 1.5B writer asked to answer first in free text
     restated the question or copied the instruction; in a bounded structure (steps first,
@@ -272,9 +271,9 @@ def short_answer(
     line, cites, missing = _answer_line(data, answer, question, shown, labels)
     kind = unlike_asked(question, answer) if line else ""
     if missing or kind:
-        # One more try, told what is wrong: the 1.5B named "Marcela Carena" as the first
-        # president of the association (five of six such unsupported answers were wrong), and
-        # answered "rugby league" to "... another sport that was started when?".
+        # One more try, told what is wrong: an answer its cited passages do not state is
+        # usually wrong (five of six were, for the 1.5B), and a small model may answer with a
+        # thing where the question asks for a date.
         told = f'Your earlier answer was "{answer}"'
         if missing:
             cited = ", ".join(f"[{c}]" for c in cites)
@@ -294,11 +293,11 @@ def short_answer(
                 answer, line, cites, missing = answer2, line2, cites2, missing2
     if missing:
         # Still unsupported by its own labels: cite first the passages shown to the model that
-        # hold all it names, when there are any. The 1.5B answered "Norway" to "What country
-        # was the author of Brand a citizen of?" citing three passages about Arnold
-        # Schwarzenegger; the Brand passage ("the Norwegian playwright Henrik Ibsen") was shown
-        # beside them. Its own labels stay after them: they are often the hops that led there
-        # (replacing them cut MuSiQue 709382's citation recall from .75 to .25).
+        # hold all it names, when there are any. The 1.5B gave the right country of an author's
+        # citizenship citing passages about somebody else, while the passage naming the author
+        # and his nationality was shown beside them. Its own labels stay after them: they are
+        # often the hops that led there (replacing them cut one question's citation recall
+        # from .75 to .25).
         asserted = _asserted(answer, question)
         holders = [
             by_id[ev.evidence_id] for ev in shown if not terms_missing(asserted, cited_text(ev))
@@ -366,14 +365,15 @@ _COPULA = re.compile(r"\s(?:was|is|are|were)\s")
 
 
 def strip_restatement(answer: str, question: str) -> str:
-    """The answer without a restated question: "The first president of the association that
-    published X was G. Stanley Hall" -> "G. Stanley Hall".
+    """The answer without a restated question: "The first mayor of the town that built X was
+    J. Edgar Northcote" -> "J. Edgar Northcote".
 
     Asked for only the answering words, the 1.5B still often wrote a sentence whose subject is
     the question's own phrase. The cut is made at a was/is/are/were whose subject's
     content words all occur in the question (at least two of them), and only when something is
-    left after it; of several such, the last ("the country where the Bubye River is found is
-    Victoria Falls" restates a clause with its own copula). Any other answer is kept whole."""
+    left after it; of several such, the last ("the lighthouse in the country where the Eastline
+    railway is found is Cape Morrow" restates a clause with its own copula). Any other answer
+    is kept whole."""
     asked = content_words(question)
     cut = answer
     for m in _COPULA.finditer(answer):
