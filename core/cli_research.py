@@ -14,6 +14,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -237,8 +238,18 @@ def cmd_tasks(app: Sourcebook, args: argparse.Namespace) -> int:
         return EXIT_OK
     if not tasks:
         print('No research tasks yet. Start one with `sourcebook research "question"`.')
-    for t in tasks:
-        print(f"{t.name:<40} {t.status:<22} {t.question[:60]}")
+    log = app.task_log()
+    try:
+        now = time.time()
+        for t in tasks:
+            status = t.status
+            if status == "running":  # a run that is going on holds the task's lease
+                holder = log.lease_holder(t.name)
+                alive = holder is not None and not holder.stale(now)
+                status = f"running (pid {holder.pid})" if alive and holder else "interrupted"
+            print(f"{t.name:<40} {status:<22} {t.question[:60]}")
+    finally:
+        log.close()
     return EXIT_OK
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -276,3 +277,28 @@ def test_a_second_process_is_refused_then_takes_over_when_the_holder_dies(
         assert info is not None and info.status == "answered" and info.runs == 1
     finally:
         log.close()
+
+
+def test_tasks_lists_a_run_whose_process_is_gone_as_interrupted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from core.cli import main
+
+    home = tmp_path / "home"
+    app = Sourcebook(home)
+    log = app.task_log()
+    try:
+        for name in ("gone", "live"):
+            log.begin(name, "A question about the harbor?", {})  # status "running"
+        _set_lease(home / "tasks.sqlite", "gone", _dead_pid(), socket.gethostname(), 1.0)
+        lease = log.acquire("live")
+        try:
+            assert main(["--home", str(home), "tasks"]) == 0
+        finally:
+            lease.release()
+    finally:
+        log.close()
+        app.close()
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert " interrupted " in rows["gone"]
+    assert f"running (pid {os.getpid()})" in rows["live"]
