@@ -24,6 +24,8 @@ LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF
 endif
 # The pin lives in pyproject.toml; read it there so the two cannot disagree.
 LLAMA_REQUIREMENT := $(shell grep -o '"llama-cpp-python[^"]*"' pyproject.toml | tr -d '"')
+# The build's stamp is named by the pin and the flags, so changing either builds again.
+LLAMA_STAMP := $(VENV)/.llama-$(shell printf '%s' '$(LLAMA_REQUIREMENT) $(LLAMA_CMAKE_ARGS)' | cksum | cut -d' ' -f1)
 
 SAMPLE_QUESTION ?= What are the strategic goals of the Department of Labor?
 
@@ -36,22 +38,23 @@ $(BIN)/python:
 
 # --no-cache-dir: pip's wheel cache is keyed by the source, not by CMAKE_ARGS, so a wheel built
 # natively earlier would otherwise be reused as it is.
-$(VENV)/.llama-built: | $(BIN)/python
+$(LLAMA_STAMP): | $(BIN)/python
+	rm -f $(VENV)/.llama-*
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --no-cache-dir --force-reinstall \
 		--no-deps '$(LLAMA_REQUIREMENT)'
-	@echo '$(LLAMA_CMAKE_ARGS)' > $@
+	@echo '$(LLAMA_REQUIREMENT) $(LLAMA_CMAKE_ARGS)' > $@
 
-# Build llama-cpp-python again (after changing LLAMA_CMAKE_ARGS, or when `sourcebook models`
-# reports that the local runtime crashed).
+# Build llama-cpp-python again (a changed pin or LLAMA_CMAKE_ARGS does so by itself; this is for
+# when `sourcebook models` reports that the local runtime crashed).
 rebuild-llama: | $(BIN)/python
-	rm -f $(VENV)/.llama-built
-	$(MAKE) $(VENV)/.llama-built
+	rm -f $(VENV)/.llama-*
+	$(MAKE) $(LLAMA_STAMP)
 
-$(VENV)/.run-installed: pyproject.toml $(VENV)/.llama-built | $(BIN)/python
+$(VENV)/.run-installed: pyproject.toml $(LLAMA_STAMP) | $(BIN)/python
 	$(BIN)/pip install -e '.[starter]'
 	@touch $@
 
-$(VENV)/.test-installed: pyproject.toml $(VENV)/.llama-built | $(BIN)/python
+$(VENV)/.test-installed: pyproject.toml $(LLAMA_STAMP) | $(BIN)/python
 	$(BIN)/pip install -e '.[test,starter-fast]'
 	@touch $@
 
