@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from models import cpu_backend
 from models.errors import ContextOverflow, GenerationCancelled, ModelBackendError, ModelFileError
 from models.gguf import read_gguf_info
 from models.llm import (
@@ -242,6 +243,13 @@ class LlamaCppLLM(BaseLLM):
         info = read_gguf_info(self.model_path)
         if self._probe is not None:
             self._probe(self.model_path)
+        if cpu_backend.loaded_variant() is None and cpu_backend.variant_libs():
+            # else llama.cpp only says it failed to load the model
+            raise ModelBackendError(
+                f"This llama.cpp build ships CPU variants and none is loaded, so {self.name} "
+                "cannot load.",
+                hint="Load one first: models.probe.check_runtime (the default probe) does.",
+            )
         started = time.monotonic()
         try:
             llama = _llama_class()(

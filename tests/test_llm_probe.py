@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import functools
 import json
+import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -198,3 +200,32 @@ def test_the_real_runtime_passes_its_probe(fast_model_path: Path) -> None:  # no
             assert llm.chat([ChatMessage(role="user", content="Hi")], max_tokens=2).text
         finally:
             llm.close()
+
+
+@pytest.mark.real_model
+def test_a_variant_build_without_a_loaded_variant_says_so(fast_model_path: Path) -> None:  # noqa: F811
+    """In a fresh process (this one may have loaded a variant already), a model built without
+    the probe on a build with CPU variants fails in words, not as 'failed to load'."""
+    code = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from models.errors import ModelBackendError
+        from models.llamacpp import LlamaCppLLM
+        from models.llm import ChatMessage
+        llm = LlamaCppLLM(Path({str(fast_model_path)!r}), n_ctx=512, probe=None)
+        try:
+            llm.chat([ChatMessage(role="user", content="Hi")], max_tokens=1)
+            print("loaded")
+        except ModelBackendError as exc:
+            print(exc)
+        finally:
+            llm.close()
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    ).stdout
+    if cpu_backend.variant_libs():
+        assert "ships CPU variants and none is loaded" in out
+    else:
+        assert "loaded" in out
