@@ -240,7 +240,8 @@ class Searcher:
         self.view = view
 
     def close(self) -> None:
-        """Nothing to release today; kept so the store's shutdown order stays explicit."""
+        """Waits for the index's background work (see :meth:`PassageIndex.close`)."""
+        self.index.close()
 
     def candidates(
         self,

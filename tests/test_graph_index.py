@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from graph.index import MAX_ANN_SEGMENTS, PassageIndex, RowMap
 from graph.schemas import Passage
@@ -105,6 +106,30 @@ def test_searches_use_the_row_map_only_while_no_write_has_landed(tmp_path: Path)
     assert idx._rowmap is not poisoned
     idx._rowmap = RowMap(idx._rowmap.gen, idx._rowmap.rowids[:0], idx._rowmap.passage_ids[:0])
     assert idx.keyword_search("token0007", 3, None)[0][0] == "d-p7"  # unknown row ids: slow way
+
+
+def test_close_waits_for_the_background_row_map_read_and_starts_no_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lancedb query left running in a daemon thread at interpreter exit can abort the
+    process, so closing the index waits for it."""
+    idx, _ = _keyword_index(tmp_path)
+    finished = threading.Event()
+    read = idx._read_rowmap
+
+    def slow_read() -> None:
+        time.sleep(0.5)
+        read()
+        finished.set()
+
+    monkeypatch.setattr(idx, "_read_rowmap", slow_read)
+    idx.keyword_search("token0007", 3, None)  # no map yet: starts the read
+    assert idx._rowmap_thread is not None and idx._rowmap_thread.is_alive()
+    idx.close()
+    assert finished.is_set()
+    idx._rowmap = None
+    assert idx.keyword_search("token0007", 3, None)[0][0] == "d-p7"  # still searchable
+    assert not idx._rowmap_thread.is_alive() and idx._rowmap is None  # and nothing started
 
 
 def test_searches_stay_right_while_a_writer_moves_rows(tmp_path: Path) -> None:
