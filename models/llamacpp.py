@@ -25,6 +25,8 @@ from models.llm import (
     CancelToken,
     ChatMessage,
     ChatResponse,
+    Choice,
+    check_options,
     raise_if_cancelled,
 )
 from models.probe import check_runtime
@@ -405,6 +407,72 @@ class LlamaCppLLM(BaseLLM):
             elapsed_s=time.monotonic() - started,
             first_token_s=first,
         )
+
+    def _option_tokens(self, options: Sequence[str]) -> dict[str, set[int]]:
+        """The first token of each option as a reply could start with it (any case, with or
+        without a leading space); a token two options share counts for neither."""
+        llama = self._load()
+        firsts: dict[str, set[int]] = {}
+        for option in options:
+            forms = {option, option.lower(), option.capitalize(), option.upper()}
+            firsts[option] = {
+                llama.tokenize(f.encode("utf-8"), add_bos=False, special=False)[0]
+                for form in forms
+                for f in (form, " " + form)
+            }
+        shared = {t for a in firsts for b in firsts if a != b for t in firsts[a] & firsts[b]}
+        return {o: ids - shared for o, ids in firsts.items()}
+
+    def _choose_here(
+        self, messages: Sequence[ChatMessage], options: list[str], cancel: CancelToken | None
+    ) -> Choice:
+        """Read the prompt and the next token's distribution; no token is generated. The part of
+        the prompt the context already holds (the last call's prompt) is not read again."""
+        import numpy as np
+
+        raise_if_cancelled(cancel, self.name)
+        started = time.monotonic()
+        llama = self._load()
+        prompt, _ = self._format(messages)
+        if len(prompt) + 1 > self._n_ctx:
+            raise ContextOverflow(
+                f"The prompt for {self.name} takes {len(prompt)} tokens, more than its "
+                f"{self._n_ctx}-token context window."
+            )
+        firsts = self._option_tokens(options)
+        held = llama.input_ids[: llama.n_tokens].tolist()
+        keep, limit = 0, min(len(held), len(prompt) - 1)
+        while keep < limit and held[keep] == prompt[keep]:
+            keep += 1
+        llama.n_tokens = keep
+        llama.eval(prompt[keep:])  # logits for the last token only (logits_all is off)
+        logits = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(llama.n_vocab(),))
+        z = logits.astype(np.float64)
+        z = np.exp(z - z.max())
+        z /= z.sum()
+        raw = {o: float(sum(z[i] for i in ids)) for o, ids in firsts.items()}
+        mass = sum(raw.values())
+        probs = {o: (v / mass if mass > 0 else 1 / len(raw)) for o, v in raw.items()}
+        return Choice(
+            option=max(probs, key=lambda o: probs[o]),
+            probabilities=probs,
+            mass=mass,
+            model=self.name,
+            prompt_tokens=len(prompt),
+            elapsed_s=time.monotonic() - started,
+        )
+
+    def choose(
+        self,
+        messages: Sequence[ChatMessage],
+        options: Sequence[str],
+        *,
+        cancel: CancelToken | None = None,
+    ) -> Choice:
+        """Which option the model's reply starts with, and how likely each is, from one read
+        of the prompt (``option`` is the likeliest; ``mass`` says how much of the model's next
+        token went to any option at all)."""
+        return self._run(self._choose_here, messages, check_options(options), cancel)
 
     def _generate(
         self,

@@ -7,6 +7,9 @@ Every language-model backend (``LlamaCppLLM``, ``OpenAICompatibleLLM``, ``Script
   schema where the backend can (grammar, ``response_format``), always validated back into the
   pydantic model, with one retry that shows the model its validation error;
 - ``stream(messages) -> Iterator[str]``: tokens as they are generated;
+- ``choose(messages, options) -> Choice``: which of a few one-word answers the model gives, with
+  its probability of each (read from the next-token distribution where the backend exposes it,
+  else one constrained generation, certain of what it chose);
 - cancellation through any object with ``is_set()`` (a ``threading.Event``), checked between
   tokens; a cancelled call raises :class:`~models.errors.GenerationCancelled`;
 - ``count_tokens(text)`` and ``context_size``; a prompt that does not leave room for
@@ -68,6 +71,45 @@ class ChatResponse(BaseModel):
     )
 
 
+class Choice(BaseModel):
+    """What ``choose`` returned: the option the model gives and its probability of each."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    option: str
+    probabilities: dict[str, float] = Field(
+        description="Each option's probability, normalised over the options."
+    )
+    mass: float | None = Field(
+        default=None,
+        description="The probability of any option among all next tokens (None if unknown).",
+    )
+    model: str = ""
+    prompt_tokens: int | None = None
+    elapsed_s: float = 0.0
+
+
+def check_options(options: Sequence[str]) -> list[str]:
+    """``options`` as ``choose`` needs them: two or more distinct, non-empty words, none the start
+    of another (their first tokens must differ)."""
+    opts = [o.strip() for o in options]
+    if len(opts) < 2 or any(not o or " " in o for o in opts):
+        raise ValueError(f"choose needs two or more one-word options, got {list(options)!r}")
+    low = [o.lower() for o in opts]
+    for i, a in enumerate(low):
+        for j, b in enumerate(low):
+            if i != j and b.startswith(a[:2]):
+                raise ValueError(f"options {opts[i]!r} and {opts[j]!r} start alike")
+    return opts
+
+
+def _choice_schema(options: Sequence[str]) -> type[BaseModel]:
+    from pydantic import create_model
+
+    answer: Any = Literal[tuple(options)]
+    return create_model("OptionChoice", answer=(answer, ...))
+
+
 @runtime_checkable
 class CancelToken(Protocol):
     """Anything with ``is_set()``; ``threading.Event`` is the usual one."""
@@ -116,6 +158,14 @@ class LLM(Protocol):
         temperature: float = 0.0,
         cancel: CancelToken | None = None,
     ) -> T: ...
+
+    def choose(
+        self,
+        messages: Sequence[ChatMessage],
+        options: Sequence[str],
+        *,
+        cancel: CancelToken | None = None,
+    ) -> Choice: ...
 
     def close(self) -> None: ...
 
@@ -350,6 +400,26 @@ class BaseLLM(ABC):
             text=last_text,
         )
 
+    def choose(
+        self,
+        messages: Sequence[ChatMessage],
+        options: Sequence[str],
+        *,
+        cancel: CancelToken | None = None,
+    ) -> Choice:
+        """The default for backends without next-token probabilities: one generation constrained
+        to the options, taken as certain."""
+        opts = check_options(options)
+        started = time.monotonic()
+        out = self.complete_json(messages, _choice_schema(opts), max_tokens=16, cancel=cancel)
+        picked = str(out.answer)  # type: ignore[attr-defined]
+        return Choice(
+            option=picked,
+            probabilities={o: float(o == picked) for o in opts},
+            model=self.name,
+            elapsed_s=time.monotonic() - started,
+        )
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources; the default has none."""
 
@@ -369,7 +439,7 @@ class ScriptedCall(BaseModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    kind: Literal["chat", "stream", "json"]
+    kind: Literal["chat", "stream", "json", "choose"]
     messages: list[ChatMessage]
     json_schema: dict[str, Any] | None = None
     max_tokens: int
@@ -400,10 +470,36 @@ class ScriptedLLM(BaseLLM):
         self._answers: deque[ScriptedAnswer] = deque(answers)
         self._context_size = context_size
         self._token_delay_s = token_delay_s
+        self._choices: deque[str] = deque()
         self.history: list[ScriptedCall] = []
 
     def enqueue(self, answers: Iterable[ScriptedAnswer]) -> None:
         self._answers.extend(answers)
+
+    def enqueue_choices(self, options: Iterable[str]) -> None:
+        """Answers for ``choose`` calls, in order; with none queued it picks the first option
+        (so a scripted run's support checks pass unless a test says otherwise)."""
+        self._choices.extend(options)
+
+    def choose(
+        self,
+        messages: Sequence[ChatMessage],
+        options: Sequence[str],
+        *,
+        cancel: CancelToken | None = None,
+    ) -> Choice:
+        opts = check_options(options)
+        self.history.append(ScriptedCall(kind="choose", messages=list(messages), max_tokens=1))
+        raise_if_cancelled(cancel, self.name)
+        picked = self._choices.popleft() if self._choices else opts[0]
+        if picked not in opts:
+            raise AssertionError(f"{self.name}: scripted choice {picked!r} is not in {opts!r}")
+        return Choice(
+            option=picked,
+            probabilities={o: float(o == picked) for o in opts},
+            model=self.name,
+            prompt_tokens=self.count_message_tokens(messages),
+        )
 
     @property
     def pending(self) -> int:
