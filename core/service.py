@@ -268,6 +268,22 @@ class Sourcebook:
         """The task log under the home (``tasks.sqlite``); the caller closes it."""
         return TaskLog(self.home / "tasks.sqlite")
 
+    def research_limits(self, **changes: object) -> ResearchLimits:
+        """The limits a run gets from the settings, with ``changes`` (e.g. a stage off)."""
+        r = self.settings.research
+        values: dict[str, object] = {
+            "max_workers": r.max_workers,
+            "max_tool_calls": r.max_tool_calls,
+            "max_steps": r.max_steps,
+            "fetch_chars": r.fetch_chars,
+            "max_rounds": r.max_rounds,
+            "read_top": r.read_top,
+            "short_answer": r.short_answer,
+            "support_check": r.support_check,
+            "trail": r.trail,
+        }
+        return ResearchLimits.model_validate({**values, **changes})
+
     def research(
         self,
         question: str,
@@ -287,22 +303,11 @@ class Sourcebook:
         """Run (or resume, by task name) a research run; ``models`` maps role -> LLM
         (``default`` covers roles not named); without it, :meth:`role_models`."""
         models = models if models is not None else self.role_models()
-        r = self.settings.research
         request = ResearchRequest(
             question=question,
             task=task,
             boundary=boundary or Boundary(),
-            limits=limits
-            or ResearchLimits(
-                max_workers=r.max_workers,
-                max_tool_calls=r.max_tool_calls,
-                max_steps=r.max_steps,
-                fetch_chars=r.fetch_chars,
-                max_rounds=r.max_rounds,
-                read_top=r.read_top,
-                short_answer=r.short_answer,
-                trail=r.trail,
-            ),
+            limits=limits or self.research_limits(),
             answers=list(answers),
             plan=plan,
             route=route,

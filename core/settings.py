@@ -119,6 +119,11 @@ class ResearchSettings(BaseModel):
     short_answer: bool = Field(
         True, description="Open each report with a short cited answer line (one more model call)."
     )
+    support_check: bool = Field(
+        True,
+        description="The model judges whether each cited claim's passages state it (yes / "
+        "partly / no); unsupported claims are flagged and an unsupported answer is not asserted.",
+    )
     trail: bool = Field(
         True,
         description="End each report with its research trail: the finding each research step "

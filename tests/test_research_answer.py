@@ -18,10 +18,11 @@ from research_fixtures import (
 
 from core.library import Evidence
 from core.research import writer as writer_module
+from core.research.run import WITHHELD
 from core.research.schemas import ResearchLimits
 from core.research.writer import key_sentences, strip_restatement, unlike_asked
 from core.service import Sourcebook
-from models.llm import ScriptedLLM
+from models.llm import ScriptedCall, ScriptedLLM
 
 LIM = ResearchLimits(max_workers=1, max_rounds=1, read_top=0)  # short_answer on (the default)
 QUESTION = "Who founded the Northport Harbor Authority?"
@@ -42,6 +43,11 @@ def short(
         "labels": labels,
         "answered": answered,
     }
+
+
+def generations(llm: ScriptedLLM) -> list[ScriptedCall]:
+    """The calls that wrote something (not the support check's reads)."""
+    return [c for c in llm.history if c.kind != "choose"]
 
 
 def _run(
@@ -192,9 +198,11 @@ def test_a_figure_worked_out_from_the_passages_is_computed_not_read(
     report = _run(
         research_app, "short-unworked", writer, None, question, "4,200 ships", "4,200 ships."
     )
-    assert report.markdown.startswith("**Answer:** 12 ships a day [1].")
+    # ... and, unsupported, it is not stated: the answer line says so, the flag quotes it
+    assert report.markdown.splitlines()[0] == WITHHELD
     assert "worked out" not in report.markdown
-    assert any("12" in f.reason for f in report.flagged_claims)
+    assert any("12 ships" in f.sentence and "12" in f.reason for f in report.flagged_claims)
+    assert report.status == "insufficient_evidence"
 
 
 def test_talk_about_the_writing_is_left_out(research_app: Sourcebook) -> None:
@@ -228,7 +236,7 @@ def test_invalid_short_answer_twice_is_skipped_not_fatal(research_app: Sourceboo
     assert report.markdown.startswith("It was founded in 1921")
 
 
-def test_short_answer_naming_what_the_passage_lacks_is_flagged(research_app: Sourcebook) -> None:
+def test_short_answer_naming_what_the_passage_lacks_is_withheld(research_app: Sourcebook) -> None:
     writer = ScriptedLLM(
         [
             short("Victor Hale", ["E1"]),
@@ -237,10 +245,13 @@ def test_short_answer_naming_what_the_passage_lacks_is_flagged(research_app: Sou
         ]
     )
     report = _run(research_app, "short-flagged", writer)
-    assert report.status == "partial"
+    assert report.status == "insufficient_evidence"
+    assert any("not supported by the passages it cites" in r for r in report.status_reasons)
     assert any("Victor Hale" in f.sentence and "Hale" in f.reason for f in report.flagged_claims)
-    assert report.markdown.splitlines()[0].startswith("**Answer:** Victor Hale [1].")
-    assert report.markdown.splitlines()[0].endswith("⚠")
+    lines = report.markdown.splitlines()
+    assert lines[0] == WITHHELD and "Victor Hale" not in report.markdown.split("## Flagged")[0]
+    # what the sources do state stays, cited
+    assert "founded in 1921 by Mayor Ellen Park [1]." in report.markdown
 
 
 def test_an_answer_its_passages_lack_is_asked_for_once_more(research_app: Sourcebook) -> None:
@@ -252,7 +263,7 @@ def test_an_answer_its_passages_lack_is_asked_for_once_more(research_app: Source
         ]
     )
     report = _run(research_app, "short-retry", writer)
-    first, retry, _ = writer.history
+    first, retry, _ = generations(writer)
     assert "Your earlier answer" not in first.messages[-1].content
     told = retry.messages[-1].content
     # the question's own name (Northport) is not held against the answer
@@ -354,7 +365,7 @@ def test_a_supported_answer_is_not_asked_for_again(research_app: Sourcebook) -> 
         [short("Mayor Ellen Park", ["E1"]), "It was founded in 1921 by Mayor Ellen Park [E1]."]
     )
     report = _run(research_app, "short-once", writer)  # _run asserts no output is left over
-    assert len(writer.history) == 2
+    assert len(generations(writer)) == 2
     assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
 
 
@@ -375,7 +386,10 @@ def test_a_retry_no_better_than_the_first_answer_is_not_taken(
         ]
     )
     report = _run(research_app, f"short-retry-{len(retries)}-{len(str(second))}", writer)
-    assert report.markdown.startswith("**Answer:** Victor Hale [1].")
+    # the first answer is kept, and, unsupported, withheld
+    assert report.markdown.startswith(WITHHELD)
+    answers = [f.sentence for f in report.flagged_claims if "**Answer:**" in f.sentence]
+    assert len(answers) == 1 and answers[0].startswith("**Answer:** Victor Hale [ev1:")
 
 
 def test_answer_step_reads_the_sentences_most_related_to_the_question(
@@ -384,7 +398,7 @@ def test_answer_step_reads_the_sentences_most_related_to_the_question(
     writer = ScriptedLLM([short("Mayor Ellen Park", ["E1"]), "It was founded in 1921 [E1]."])
     monkeypatch.setattr(writer_module, "ANSWER_SENTENCES", 1)
     report, _, _ = _run_two_passages(research_app, "short-sentences", writer)
-    answer_call, body_call = writer.history
+    answer_call, body_call = generations(writer)
     shown = answer_call.messages[-1].content
     assert "[E1] Northport Harbor Report\n" in shown and "founded in 1921 by Mayor" in shown
     assert "Dredging" not in shown

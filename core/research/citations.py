@@ -361,6 +361,13 @@ def _sentences(markdown: str, cites: re.Pattern[str] = _ID_TOKEN_RE) -> Iterator
         yield from ((x, line) for x in sentences)
 
 
+def cited_sentences(markdown: str) -> Iterator[tuple[str, str, list[str]]]:
+    """(sentence, its line, the evidence ids it cites) for each sentence of a draft whose
+    citations are canonical (``[ev1:...]``), split as the claim check splits them."""
+    for sentence, line in _sentences(markdown):
+        yield sentence, line, list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
+
+
 _NUMBERED_RE = re.compile(r"\[\d{1,3}\]")
 _MARKS_RE = re.compile(r"((?:[ \t]*⚠)+)")
 

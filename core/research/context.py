@@ -25,7 +25,7 @@ from core.research.schemas import EventKind, ResearchLimits, RunEvent, ToolResul
 from core.research.tools import Fetched, Scope, Tools
 from core.tasks import RecordingFailed, TaskLog
 from models.errors import GenerationCancelled, StructuredOutputError
-from models.llm import LLM, ChatMessage
+from models.llm import LLM, ChatMessage, Choice
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +149,38 @@ class RunContext:
             call,
             dump=lambda m: m.model_dump(mode="json"),
             load=schema.model_validate,
+        )
+
+    def model_choose(
+        self, role: str, key: str, messages: Sequence[ChatMessage], options: Sequence[str]
+    ) -> tuple[Choice, bool]:
+        """Which of ``options`` the model answers, with its probabilities; logged and
+        resumable like the other calls. Returns (choice, reused)."""
+        self.check_cancel()
+        llm = self.model(role)
+
+        def call() -> Choice:
+            self._messages_event(key, messages)
+            with self.log.span(self.task, self.run, "model", f"{role}/{key}") as counts:
+                try:
+                    with translate_errors():
+                        out = llm.choose(messages, options, cancel=self.cancel)
+                except ModelError as exc:
+                    if isinstance(exc.__cause__, GenerationCancelled):
+                        raise CancelledError("The research run was cancelled.") from exc
+                    self.log.record_error(self.task, self.run, key, str(exc))
+                    raise
+                counts["prompt_tokens"] = out.prompt_tokens or llm.count_message_tokens(messages)
+                counts["completion_tokens"] = 0
+            return out
+
+        return self.log.step(
+            self.task,
+            self.run,
+            key,
+            call,
+            dump=lambda c: c.model_dump(mode="json"),
+            load=Choice.model_validate,
         )
 
     def model_text(

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from core.errors import CancelledError, SourcebookError, translate_errors
 from core.library import Evidence, Library
-from core.research import planner, writer
+from core.research import planner, support, writer
 from core.research.citations import (
     CitationChecker,
     bracket_labels,
@@ -38,6 +38,7 @@ from core.research.citations import (
     narrow_citations,
 )
 from core.research.context import EventFn, RunContext, StopSignal
+from core.research.prompts import fit_messages
 from core.research.researcher import run_worker
 from core.research.sanitize import renumber, sanitize_links, sources_section
 from core.research.schemas import (
@@ -56,7 +57,7 @@ from core.research.tools import Fetched, Scope, Tools
 from core.research.trail import trail_lines, trail_section
 from core.research.words import focus_terms, gap_query, names
 from core.tasks import RecordingFailed, TaskLease, TaskLog
-from models.llm import LLM
+from models.llm import LLM, ChatMessage
 
 logger = logging.getLogger(__name__)
 
@@ -234,6 +235,7 @@ class _State:
         self.citations: list[CitationRecord] = []
         self.removed: list[RemovedCitation] = []
         self.flagged: list[FlaggedClaim] = []
+        self.answer_withheld = False  # the answer line's support check failed
 
     def report(self) -> Report:
         return Report(
@@ -485,9 +487,18 @@ def _finish(
         answer_lines=writer.ANSWER_MARK,
         assembled=assembled,
     )
-    if st.flagged:
+    if ctx.limits.support_check:
+        st.flagged += _support_flags(ctx, st, text, fetched_or_span)
+    text, st.answer_withheld = withhold_unsupported_answer(text, st.flagged)
+    if st.answer_withheld:
         st.reasons.append(
-            f"{len(st.flagged)} claim(s) are uncited or not clearly supported by their citation "
+            "The answer the writer gave is not supported by the passages it cites, so it is "
+            "not stated; the report gives what the sources do state."
+        )
+    body_flags = [f for f in st.flagged if f.sentence in text]
+    if body_flags:
+        st.reasons.append(
+            f"{len(body_flags)} claim(s) are uncited or not clearly supported by their citation "
             "(marked ⚠)."
         )
     text = mark_flagged(sanitize_links(text), st.flagged)
@@ -510,6 +521,63 @@ def _finish(
         )
     st.markdown = body.rstrip() + "\n\n" + (sources_section(st.citations) if st.citations else "")
     st.status = _status(ctx, st, notes)
+
+
+def _support_flags(
+    ctx: RunContext, st: _State, text: str, get: Callable[[str], Evidence | None]
+) -> list[FlaggedClaim]:
+    """The claims the model judges its passages do not state (:mod:`core.research.support`),
+    among those the lexical checks let stand; the judgements are logged."""
+    role = "checker" if "checker" in ctx.models else "writer"  # the writer's model by default
+    llm = ctx.model(role)
+
+    def messages(passages: str, claim: str) -> list[ChatMessage]:
+        values = {"passages": passages, "claim": claim}
+        return fit_messages(llm, "support", values, {"passages": "head"}, 1)
+
+    judged = support.judge_claims(
+        text,
+        get,
+        lambda key, msgs: ctx.model_choose(role, key, msgs, support.OPTIONS)[0],
+        messages,
+        question=st.question,
+        answer_mark=writer.ANSWER_MARK,
+        skip={f.sentence for f in st.flagged},
+        embed=ctx.library.embedder.embed,
+    )
+    flagged = support.flags(judged)
+    ctx.log.append(
+        ctx.task,
+        ctx.run,
+        "stage_result",
+        f"support_check@{ctx.run}",
+        {
+            "judged": len(judged),
+            "flagged": len(flagged),
+            "support": [round(j.support, 3) for j in judged],
+        },
+    )
+    return flagged
+
+
+WITHHELD = (
+    f"{writer.ANSWER_MARK} The sources read do not establish an answer: the one found is not "
+    "supported by the passages it cites (see Flagged claims)."
+)
+
+
+def withhold_unsupported_answer(text: str, flagged: list[FlaggedClaim]) -> tuple[str, bool]:
+    """``text`` with an answer line that a flag concerns replaced by :data:`WITHHELD`, and
+    whether it was: an answer is stated only when its check passes; the flagged answer stays
+    quoted, with its reason, in the Flagged claims list."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith(writer.ANSWER_MARK):
+            if any(f.sentence in line for f in flagged):
+                lines[i] = WITHHELD
+                return "\n".join(lines), True
+            break
+    return text, False
 
 
 def _records(
@@ -563,11 +631,9 @@ def _status(ctx: RunContext, st: _State, notes: list[ResearchNotes]) -> RunStatu
     if errors:
         st.reasons.append("Some retrieval failed: " + "; ".join(dict.fromkeys(errors))[:500])
         return "partial_retrieval"
+    if st.answer_withheld:
+        return "insufficient_evidence"
     writer_fallback = any(r.startswith("The writer cited nothing") for r in st.reasons)
-    if st.removed or st.flagged or writer_fallback or any(not n.sufficient for n in notes):
-        if not any(r.startswith("Some research") for r in st.reasons) and any(
-            not n.sufficient for n in notes
-        ):
-            st.reasons.append("Some research queries did not find sufficient evidence.")
+    if st.removed or st.flagged or writer_fallback:
         return "partial"
     return "answered"

@@ -164,6 +164,12 @@ class ResearchLimits(BaseModel):
         description="Before the report, the writer answers in one short cited line, hop by hop "
         "(one more model call).",
     )
+    support_check: bool = Field(
+        True,
+        description="Each cited claim is read with its passages by the model, asked whether "
+        "they state it (yes / partly / no, its probabilities read, no tokens written); an "
+        "unsupported claim is flagged (core.research.support).",
+    )
     trail: bool = Field(
         True,
         description="End the report with its research trail: each step's finding, cited "

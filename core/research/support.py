@@ -1,0 +1,152 @@
+"""The support check: whether each cited claim's passages state it, judged by meaning.
+
+The lexical checks (:func:`core.research.citations.check_claims`) ask whether a claim's names
+and figures appear in its cited text; that is necessary, not support: "Ana was born in 1975
+[1]" passes beside a passage saying she was born in 1961 and moved in 1975. Here the model
+reads each claim that passed them with its cited passages and is asked one constrained
+question, "do the passages state the claim? yes / partly / no"; no token is written: its
+probabilities for the three first words are read (:meth:`models.llm.LLM.choose`), and
+``p(yes) + p(partly) / 2`` is the claim's support. A claim below :data:`SUPPORT_FLOOR` is flagged,
+with the verdict and its probability in the reason.
+
+An answer line ("**Answer:** Oslo [2]") is judged as the answer to the question, which is what
+it claims. A passage longer than :data:`PASSAGE_CHARS` is shown as its sentences most like the
+claim, in passage order, so one judgement reads a few hundred tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.ingest.chunking import sentence_ranges
+from core.library import Evidence
+from core.research.citations import cited_sentences, excerpt
+from core.research.schemas import FlaggedClaim
+from models.llm import ChatMessage, Choice
+
+OPTIONS = ("yes", "partly", "no")
+#: Support (p(yes) + p(partly) / 2) below which a claim is flagged.
+SUPPORT_FLOOR = 0.5
+#: Claims judged per report, the answer line first; the rest keep the lexical checks alone.
+MAX_CLAIMS = 12
+PASSAGE_CHARS = 900
+
+ChooseFn = Callable[[str, list[ChatMessage]], Choice]
+MessagesFn = Callable[[str, str], list[ChatMessage]]
+EmbedFn = Callable[[list[str]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    sentence: str
+    evidence_ids: list[str]
+    choice: Choice
+
+    @property
+    def support(self) -> float:
+        p = self.choice.probabilities
+        return p.get("yes", 0.0) + 0.5 * p.get("partly", 0.0)
+
+    @property
+    def supported(self) -> bool:
+        return self.support >= SUPPORT_FLOOR
+
+    def reason(self) -> str:
+        verdict = "only partly" if self.choice.option == "partly" else "not"
+        return (
+            f"the cited passages do {verdict} state this (support check: "
+            f"{self.choice.option}, support {self.support:.2f})"
+        )
+
+
+def plain_claim(sentence: str) -> str:
+    """A sentence as the judge reads it: no citations, marks or Markdown emphasis."""
+    return excerpt(sentence, chars=4000).replace("**", "").strip()
+
+
+def claim_for(sentence: str, line: str, question: str, answer_mark: str) -> str:
+    """What a sentence claims: itself, or for the answer line, the answer to the question."""
+    if answer_mark and line.lstrip().startswith(answer_mark):
+        answer = plain_claim(sentence.replace(answer_mark, " ")).rstrip(".")
+        return f'The answer to the question "{question}" is: {answer}.'
+    return plain_claim(sentence)
+
+
+def passage_view(ev: Evidence, claim: str, embed: EmbedFn | None) -> str:
+    """The passage, or when long its sentences most like ``claim`` up to
+    :data:`PASSAGE_CHARS`, in passage order, cuts marked with an ellipsis."""
+    text = " ".join(ev.text.split())
+    if len(text) <= PASSAGE_CHARS:
+        return text
+    sents = [text[a:b] for a, b in sentence_ranges(text)]
+    if embed is None or len(sents) < 2:
+        return text[: PASSAGE_CHARS - 1] + "…"
+    vecs = np.asarray(embed([claim, *sents]), dtype=np.float32)
+    order = np.argsort(-(vecs[1:] @ vecs[0]), kind="stable").tolist()
+    kept: list[int] = []
+    used = 0
+    for i in order:
+        if kept and used + len(sents[i]) > PASSAGE_CHARS:
+            continue
+        kept.append(i)
+        used += len(sents[i]) + 3
+    kept.sort()
+    out: list[str] = []
+    prev = -1
+    for i in kept:
+        if i != prev + 1:  # a cut before this sentence
+            out.append("…")
+        out.append(sents[i])
+        prev = i
+    return " ".join(out)
+
+
+def judge_claims(
+    markdown: str,
+    evidence: Callable[[str], Evidence | None],
+    choose: ChooseFn,
+    messages: MessagesFn,
+    *,
+    question: str = "",
+    answer_mark: str = "",
+    skip: set[str] | None = None,
+    embed: EmbedFn | None = None,
+) -> list[Judgement]:
+    """Judge every cited sentence of ``markdown`` not in ``skip`` (those already flagged),
+    the answer line first, at most :data:`MAX_CLAIMS`. ``messages(passages, claim)`` renders
+    the prompt; ``choose(key, messages)`` asks the model (keys are stable per claim, so a
+    resumed run reuses its judgements)."""
+    todo: list[tuple[str, str, list[str]]] = []
+    for sentence, line, ids in cited_sentences(markdown):
+        if not ids or (skip and sentence in skip):
+            continue
+        first = bool(answer_mark) and line.lstrip().startswith(answer_mark)
+        item = (sentence, line, ids)
+        todo.insert(0, item) if first else todo.append(item)
+    out: list[Judgement] = []
+    for sentence, line, ids in todo[:MAX_CLAIMS]:
+        found = [ev for ev in map(evidence, ids) if ev is not None]
+        if not found:
+            continue
+        claim = claim_for(sentence, line, question, answer_mark)
+        passages = "\n\n".join(
+            f"[{i}] {ev.title}\n{passage_view(ev, claim, embed)}"
+            for i, ev in enumerate(found, start=1)
+        )
+        digest = hashlib.sha256(f"{claim}\n{' '.join(ids)}".encode()).hexdigest()[:16]
+        choice = choose(f"support/{digest}", messages(passages, claim))
+        out.append(Judgement(sentence=sentence, evidence_ids=ids, choice=choice))
+    return out
+
+
+def flags(judgements: list[Judgement]) -> list[FlaggedClaim]:
+    """The judgements below the floor, as flagged claims."""
+    return [
+        FlaggedClaim(sentence=j.sentence, evidence_ids=j.evidence_ids, reason=j.reason())
+        for j in judgements
+        if not j.supported
+    ]
