@@ -104,6 +104,20 @@ def add_parsers(sub: Any) -> dict[str, Handler]:
         "question names (doc_name), FinanceBench's single-document setting. Default: the whole "
         "library.",
     )
+    v.add_argument(
+        "--replay",
+        metavar="TAG",
+        help="Reuse the plan and research of the series run with this --tag (same library, "
+        "model and --own-docs), running only the writing and the checks anew: a writer-side "
+        "change is measured in minutes on the same evidence.",
+    )
+    v.add_argument(
+        "--off",
+        action="append",
+        default=[],
+        choices=STAGES,
+        help="Switch a stage off for these runs (repeat): " + ", ".join(STAGES) + ".",
+    )
     v.add_argument("--quiet", action="store_true", help="No run progress on stderr.")
 
     rs = sub.add_parser(
@@ -278,6 +292,16 @@ def _parse_ks(text: str) -> list[int]:
     return ks
 
 
+#: Research stages ``eval --off`` can switch off (ResearchLimits flags).
+STAGES = ("short_answer", "support_check", "trail")
+
+
+def _series(model: str, tag: str, own_docs: bool) -> str:
+    """The task-name prefix of an evaluation series: eval-MODEL[-TAG][-own-docs]."""
+    series = f"{model} {tag} {'own-docs' if own_docs else ''}"
+    return "eval-" + re.sub(r"[^a-z0-9.]+", "-", series.strip().lower())[:60]
+
+
 def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
     from core import eval as ev
 
@@ -315,17 +339,24 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
             print(f"using the {ingest['documents']} documents already there", file=sys.stderr)
         else:
             print(f"ingested: {ingest}", file=sys.stderr)
-        series = f"{model} {args.tag} {'own-docs' if args.own_docs else ''}"
-        tag = re.sub(r"[^a-z0-9.]+", "-", series.strip().lower())[:60]
+        if args.replay is not None and args.replay == args.tag:
+            raise ConfigError(
+                "--replay names the series this run would write.",
+                hint="Give the new runs their own --tag.",
+            )
         evaluator = ev.Evaluator(
             lab,
             dataset,
             models,
             ks=ks,
-            task_prefix=f"eval-{tag}",
+            task_prefix=_series(model, args.tag, args.own_docs),
             corpus=args.corpus,
             own_docs=args.own_docs,
             on_event=None if args.quiet else _eval_progress,
+            limits=lab.research_limits(**{s: False for s in args.off}) if args.off else None,
+            replay_prefix=(
+                None if args.replay is None else _series(model, args.replay, args.own_docs)
+            ),
         )
 
         def on_result(i: int, r: ev.QuestionResult, so_far: ev.EvalResult) -> None:

@@ -60,7 +60,7 @@ from core.eval_metrics import (
     text_held,
 )
 from core.research.run import FINAL
-from core.research.schemas import Boundary, Report, RunEvent
+from core.research.schemas import Boundary, Report, ResearchLimits, RunEvent
 from core.service import Sourcebook
 from graph.schemas import Document
 from models.llm import LLM
@@ -254,7 +254,12 @@ class Evaluator:
         corpus: Path | None = None,
         own_docs: bool = False,
         on_event: Callable[[str, RunEvent], None] | None = None,
+        limits: ResearchLimits | None = None,
+        replay_prefix: str | None = None,
     ) -> None:
+        """``limits``: the runs' limits (default: the library's settings). ``replay_prefix``: a
+        task series (another tag's prefix) whose plans and research each new run reuses,
+        running only the writing and the checks (see :meth:`core.tasks.TaskLog.fork`)."""
         if own_docs and dataset != "financebench":
             raise ConfigError(
                 "Only FinanceBench questions name the documents they are about.",
@@ -267,13 +272,16 @@ class Evaluator:
         self.task_prefix = task_prefix
         self.own_docs = own_docs
         self.on_event = on_event
+        self.limits = limits
+        self.replay_prefix = replay_prefix
         self.records, aliases = corpus_records(corpus)
         self.map = UnitMap(dataset, app.documents(include_superseded=False), aliases)
         self._pages: dict[str, list[str]] = {}
         self._ev_units: dict[str, list[str]] = {}
 
-    def task_name(self, qid: str) -> str:
-        return f"{self.task_prefix}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', qid)}"[:120]
+    def task_name(self, qid: str, prefix: str | None = None) -> str:
+        name = prefix if prefix is not None else self.task_prefix
+        return f"{name}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', qid)}"[:120]
 
     # -------------------------------------------------------------- one question
 
@@ -316,6 +324,13 @@ class Evaluator:
         saved = self.app.task_log()
         try:
             info = saved.get(task)
+            if self.replay_prefix is not None:
+                res.replayed_from = self.task_name(q.qid, self.replay_prefix)
+                if info is None:
+                    saved.fork(res.replayed_from, task, before_stage="writing")
+        except ValueError as exc:
+            res.error = f"cannot replay {res.replayed_from}: {exc}"
+            return res
         finally:
             saved.close()
         res.reused = bool(info and info.status in FINAL and info.report)
@@ -332,6 +347,7 @@ class Evaluator:
                 models=self.models,
                 task=task,
                 boundary=Boundary(doc_refs=scope),
+                limits=self.limits,
                 on_event=on_event,
             )
         except TaskBusyError:
@@ -343,7 +359,9 @@ class Evaluator:
             res.error = str(exc)
             res.seconds = time.perf_counter() - t0
             return res
-        res.seconds = self._recorded_seconds(task) if res.reused else time.perf_counter() - t0
+        # a replayed run's research is timed as it was recorded
+        recorded = res.reused or res.replayed_from is not None
+        res.seconds = self._recorded_seconds(task) if recorded else time.perf_counter() - t0
         self._score(res, q, report, gold, hops)
         return res
 

@@ -349,6 +349,9 @@ class QuestionResult(BaseModel):
     status_reasons: list[str] = Field(default_factory=list)
     seconds: float
     reused: bool = Field(False, description="The task had finished before; its report reused.")
+    replayed_from: str | None = Field(
+        None, description="The task whose plan and research this run reused (eval --replay)."
+    )
     baseline_recall: dict[str, float | None] = Field(default_factory=dict)
     fetched: int = 0
     fetched_recall: float | None = None

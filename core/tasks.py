@@ -363,6 +363,47 @@ class TaskLog:
             (status, json.dumps(report, default=str) if report else None, time.time(), name),
         )
 
+    def fork(self, src: str, dst: str, *, before_stage: str) -> int:
+        """Start task ``dst`` as ``src`` stood when its first ``before_stage`` stage began: its
+        events and spans up to then are copied (one transaction), so running ``dst`` reuses
+        every step before that stage and runs the rest anew (an ablation of a later stage costs
+        that stage, not the research before it). Returns the events copied. ``dst`` must not
+        exist; ``src`` must have reached the stage."""
+        info = self.get(src)
+        if info is None:
+            raise ValueError(f"no task {src!r} to fork")
+        if self.get(dst) is not None:
+            raise ValueError(f"task {dst!r} exists already")
+        starts = [s.start for s in self.spans(src) if s.kind == "stage" and s.name == before_stage]
+        if not starts:
+            raise ValueError(f"task {src!r} never reached its {before_stage} stage")
+        cut = min(starts)
+        now = time.time()
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute(
+                    "INSERT INTO tasks (name, question, status, runs, params, created_at, "
+                    "updated_at) SELECT ?, question, 'running', runs, params, ?, ? FROM tasks "
+                    "WHERE name = ?",
+                    (dst, now, now, src),
+                )
+                copied = self._db.execute(
+                    "INSERT INTO events (task, seq, run, kind, key, payload, at) SELECT ?, seq, "
+                    "run, kind, key, payload, at FROM events WHERE task = ? AND at < ?",
+                    (dst, src, cut),
+                ).rowcount
+                self._db.execute(
+                    "INSERT INTO spans SELECT ?, run, kind, name, start, seconds, prompt_tokens, "
+                    "completion_tokens, ok FROM spans WHERE task = ? AND start < ?",
+                    (dst, src, cut),
+                )
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._db.execute("ROLLBACK")
+                raise RecordingFailed(f"Cannot fork task {src!r}: {exc}") from exc
+        return int(copied)
+
     def get(self, name: str) -> TaskInfo | None:
         rows = self._read(
             "SELECT name, question, status, runs, params, report, created_at, updated_at "
