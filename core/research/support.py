@@ -5,9 +5,10 @@ and figures appear in its cited text; that is necessary, not support: "Ana was b
 [1]" passes beside a passage saying she was born in 1961 and moved in 1975. Here the model
 reads each claim that passed them with its cited passages and is asked one constrained
 question, "do the passages state the claim? yes / partly / no"; no token is written: its
-probabilities for the three first words are read (:meth:`models.llm.LLM.choose`), and
-``p(yes) + p(partly) / 2`` is the claim's support. A claim below :data:`SUPPORT_FLOOR` is flagged,
-with the verdict and its probability in the reason.
+probabilities for the three first words are read (:meth:`models.llm.LLM.choose`), and ``p(yes)``
+is the claim's support: "partly" (a part stated, or facts joined that the passages do not connect)
+is not support. A claim below :data:`SUPPORT_FLOOR` is flagged, the verdict and its support in the
+reason.
 
 An answer line ("**Answer:** Oslo [2]") is judged as the answer to the question, which is what
 it claims. A passage longer than :data:`PASSAGE_CHARS` is shown as its sentences most like the
@@ -29,7 +30,7 @@ from core.research.schemas import FlaggedClaim
 from models.llm import ChatMessage, Choice
 
 OPTIONS = ("yes", "partly", "no")
-#: Support (p(yes) + p(partly) / 2) below which a claim is flagged.
+#: Support (the model's probability of "yes") below which a claim is flagged.
 SUPPORT_FLOOR = 0.5
 #: Claims judged per report, the answer line first; the rest keep the lexical checks alone.
 MAX_CLAIMS = 12
@@ -48,19 +49,15 @@ class Judgement:
 
     @property
     def support(self) -> float:
-        p = self.choice.probabilities
-        return p.get("yes", 0.0) + 0.5 * p.get("partly", 0.0)
+        return self.choice.probabilities.get("yes", 0.0)
 
     @property
     def supported(self) -> bool:
         return self.support >= SUPPORT_FLOOR
 
     def reason(self) -> str:
-        verdict = "only partly" if self.choice.option == "partly" else "not"
-        return (
-            f"the cited passages do {verdict} state this (support check: "
-            f"{self.choice.option}, support {self.support:.2f})"
-        )
+        says = "state only part of this" if self.choice.option == "partly" else "do not state this"
+        return f"the cited passages {says} (support check: {self.choice.option}, support {self.support:.2f})"
 
 
 def plain_claim(sentence: str) -> str:

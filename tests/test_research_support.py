@@ -1,0 +1,206 @@
+"""The support check: claims judged by meaning (scripted choices, real library), the answer that
+fails it withheld, and the statuses that follow."""
+# ruff: noqa: F811  (pytest fixtures imported from research_fixtures are redefined as arguments)
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from research_fixtures import (
+    evidence,
+    models,
+    pid_with,
+    plan,
+    research_app,  # noqa: F401 - fixture
+    worker_script,
+)
+
+from core.research import support
+from core.research.run import WITHHELD
+from core.research.schemas import ResearchLimits
+from core.service import Sourcebook
+from models.llm import ChatMessage, Choice, ScriptedLLM
+
+Q = "Who founded the Northport Harbor Authority?"
+LIM = ResearchLimits(max_workers=1, max_rounds=1, read_top=0, trail=False)
+ANSWER = {
+    "steps": [],
+    "calculation": "",
+    "answer": "Mayor Ellen Park",
+    "labels": ["E1"],
+    "answered": True,
+}
+BODY = "The authority was founded in 1921 [E1]. Mayor Ellen Park founded it [E1]."
+
+
+def choice(option: str, p: float = 0.9) -> Choice:
+    rest = (1 - p) / 2
+    probs = {o: (p if o == option else rest) for o in support.OPTIONS}
+    return Choice(option=option, probabilities=probs)
+
+
+def _run(app: Sourcebook, task: str, choices: list[str], **limits: Any) -> tuple[Any, ScriptedLLM]:
+    found = pid_with(app, "founded in 1921")
+    planner = ScriptedLLM([plan(("q1", Q, []))])
+    researcher = ScriptedLLM(worker_script(Q, found, "Founded in 1921 by Ellen Park."))
+    writer = ScriptedLLM([ANSWER, BODY])
+    writer.enqueue_choices(choices)
+    report = app.research(
+        Q,
+        models=models(planner, researcher, writer),
+        task=task,
+        limits=LIM.model_copy(update=limits),
+    )
+    assert writer.pending == 0
+    return report, writer
+
+
+def test_every_claim_supported_is_answered_and_the_judgements_are_logged(
+    research_app: Sourcebook,
+) -> None:
+    report, writer = _run(research_app, "support-all-yes", ["yes", "yes", "yes"])
+    assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+    assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
+    judged = [c for c in writer.history if c.kind == "choose"]
+    assert len(judged) == 3
+    first = judged[0].messages[-1].content  # the answer line first, as the answer to the question
+    assert f'Claim: The answer to the question "{Q}" is: Mayor Ellen Park.' in first
+    assert "founded in 1921 by Mayor Ellen Park" in first and "[ev1:" not in first
+    info, _ = research_app.task("support-all-yes")
+    assert info.status == "answered"
+    events = research_app.task_log().events("support-all-yes")
+    (result,) = [e for e in events if e.key.startswith("support_check@")]
+    assert result.payload["judged"] == 3 and result.payload["flagged"] == 0
+
+
+def test_a_body_claim_judged_unsupported_is_flagged_and_the_run_is_partial(
+    research_app: Sourcebook,
+) -> None:
+    report, _ = _run(research_app, "support-body-partly", ["yes", "yes", "partly"])
+    assert report.status == "partial"
+    assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
+    (flag,) = report.flagged_claims
+    assert flag.sentence.startswith("Mayor Ellen Park founded it")
+    assert "state only part of this (support check: partly, support 0.00)" in flag.reason
+    assert "Mayor Ellen Park founded it [1]. ⚠" in report.markdown
+    assert any("1 claim(s)" in r for r in report.status_reasons)
+
+
+def test_an_answer_judged_unsupported_is_withheld_and_the_run_has_no_answer(
+    research_app: Sourcebook,
+) -> None:
+    report, _ = _run(research_app, "support-answer-no", ["no", "yes", "yes"])
+    assert report.status == "insufficient_evidence"
+    assert report.markdown.splitlines()[0] == WITHHELD
+    # the withheld answer is quoted with its reason; what the sources do state stays, cited
+    assert any(
+        f.sentence.startswith("**Answer:** Mayor Ellen Park") and "do not state" in f.reason
+        for f in report.flagged_claims
+    )
+    assert "The authority was founded in 1921 [1]." in report.markdown
+    assert any("not supported by the passages it cites" in r for r in report.status_reasons)
+
+
+def test_the_check_switched_off_asks_nothing(research_app: Sourcebook) -> None:
+    report, writer = _run(research_app, "support-off", [], support_check=False)
+    assert not [c for c in writer.history if c.kind == "choose"]
+    assert report.status == "answered"
+
+
+def test_a_resumed_run_reuses_its_judgements(research_app: Sourcebook) -> None:
+    first, _ = _run(research_app, "support-resume", ["yes", "yes", "partly"])
+    log = research_app.task_log()
+    log.finish("support-resume", "running", None)  # as if it died before saving the report
+    log.close()
+    # everything replays from the log: no model is asked again
+    again = research_app.research(
+        Q,
+        models=models(ScriptedLLM([]), ScriptedLLM([]), ScriptedLLM([])),
+        task="support-resume",
+        limits=LIM,
+    )
+    assert again.status == first.status == "partial"
+    assert [f.reason for f in again.flagged_claims] == [f.reason for f in first.flagged_claims]
+
+
+# ----------------------------------------------------------------------------- units
+
+
+def fake_embed(texts: list[str]) -> np.ndarray:
+    """Bag-of-words vectors over a small vocabulary: enough to rank sentences by overlap."""
+    vocab: dict[str, int] = {}
+    rows = []
+    for t in texts:
+        v = np.zeros(64, dtype=np.float32)
+        for w in t.lower().replace(".", " ").split():
+            v[vocab.setdefault(w, len(vocab) % 64)] += 1
+        rows.append(v / (np.linalg.norm(v) or 1))
+    return np.stack(rows)
+
+
+def test_a_long_passage_is_shown_as_its_sentences_most_like_the_claim() -> None:
+    filler = [f"Clause {i} covers the filing of form {i} with the registry." for i in range(40)]
+    text = " ".join([*filler[:20], "The ferry to Korvo leaves at dawn.", *filler[20:]])
+    ev = evidence("ev1:0000000000000001", text)
+    view = support.passage_view(ev, "The ferry to Korvo leaves at dawn.", fake_embed)
+    assert "The ferry to Korvo leaves at dawn." in view
+    assert len(view) <= support.PASSAGE_CHARS + 40 and "… The ferry" in view
+    kept = [s.strip() for s in view.replace("…", "|").split("|") if s.strip()]
+    assert all(text.find(k) >= 0 for k in kept)  # whole sentences, in passage order
+    assert [text.find(k) for k in kept] == sorted(text.find(k) for k in kept)
+    short = evidence("ev1:0000000000000002", "A short passage.")
+    assert support.passage_view(short, "anything", fake_embed) == "A short passage."
+
+
+def test_claims_are_judged_answer_first_once_each_and_flagged_below_the_floor() -> None:
+    a, b = "ev1:00000000000000aa", "ev1:00000000000000bb"
+    texts = {a: evidence(a, "Ana Brel was born in Tarsk."), b: evidence(b, "Tarsk is on the Vell.")}
+    draft = (
+        f"Ana Brel was born in Tarsk [{a}]. The Vell flows past her birthplace [{a}][{b}].\n"
+        f"Uncited line.\n**Answer:** the Vell [{b}]."
+    )
+    asked: list[tuple[str, str]] = []
+    verdicts = iter(["yes", "yes", "partly"])
+
+    def choose(key: str, msgs: list[ChatMessage]) -> Choice:
+        asked.append((key, msgs[-1].content))
+        return choice(next(verdicts))
+
+    def messages(passages: str, claim: str) -> list[ChatMessage]:
+        return [ChatMessage(role="user", content=f"{passages}\n\nClaim: {claim}")]
+
+    judged = support.judge_claims(
+        draft, texts.get, choose, messages, question="Which river?", answer_mark="**Answer:**"
+    )
+    assert [j.sentence.split(" [")[0] for j in judged] == [
+        "**Answer:** the Vell",
+        "Ana Brel was born in Tarsk",
+        "The Vell flows past her birthplace",
+    ]
+    assert 'Claim: The answer to the question "Which river?" is: the Vell.' in asked[0][1]
+    assert "[1] t\nAna Brel" in asked[2][1] and "[2] t\nTarsk is on the Vell." in asked[2][1]
+    assert len({k for k, _ in asked}) == 3
+    (flag,) = support.flags(judged)
+    assert flag.sentence.startswith("The Vell flows") and flag.evidence_ids == [a, b]
+    # claims already flagged are not judged again
+    again = support.judge_claims(
+        draft,
+        texts.get,
+        lambda k, m: choice("yes"),
+        messages,
+        answer_mark="**Answer:**",
+        skip={j.sentence for j in judged},
+    )
+    assert again == []
+
+
+def test_support_is_the_probability_of_yes() -> None:
+    j = support.Judgement(
+        "s", [], Choice(option="partly", probabilities={"yes": 0.3, "partly": 0.4, "no": 0.3})
+    )
+    assert abs(j.support - 0.3) < 1e-9 and not j.supported and "only part of" in j.reason()
+    j = support.Judgement(
+        "s", [], Choice(option="no", probabilities={"yes": 0.2, "partly": 0.2, "no": 0.6})
+    )
+    assert not j.supported and "do not state this" in j.reason()
