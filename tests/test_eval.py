@@ -296,6 +296,48 @@ def test_eval_musique_command(
     app2.close()
 
 
+def test_eval_replay_reuses_another_series_research_and_runs_only_the_writing(
+    tmp_path: Path, embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    questions, corpus = _musique_files(tmp_path)
+    ev = _ids_by_external(tmp_path, embedder, corpus)
+    first = _models(
+        [plan(("q1", Q1, []))],
+        [
+            act("fetch_evidence", evidence_id=ev["p2"]),
+            act("finish"),
+            notes(("Alice Grant was the first president of the Bar Society.", [ev["p2"]])),
+        ],
+        [f"The Bar Society's first president was Alice Grant [{ev['p2']}]."],
+    )
+    app = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
+    lib = tmp_path / "evallib"
+    base = ["eval", str(questions), "--corpus", str(corpus), "--library", str(lib), "--limit", "1"]
+    assert _cli(app, [*base, "--tag", "a"], first) == 0
+    # the same research, another writer's draft, the support check off: only the writer runs
+    second = _models([], [], [f"Alice Grant [{ev['p2']}]."])
+    out = tmp_path / "b.json"
+    argv = [*base, "--tag", "b", "--replay", "a", "--off", "support_check", "--out", str(out)]
+    assert _cli(app, argv, second) == 0, capsys.readouterr().err
+    row = json.loads(out.read_text())["questions"][0]
+    assert row["task"] == "eval-scripted-b-2hop__1"
+    assert row["replayed_from"] == "eval-scripted-a-2hop__1" and row["error"] is None
+    assert row["report_markdown"].startswith("Alice Grant [1].")
+    assert row["fetched_gold"] == ["p2"] and row["seconds"] > 0
+    assert not second["planner"].history and not second["researcher"].history
+    assert [c.kind for c in second["writer"].history] == ["stream"]  # no support check
+    # a series cannot replay itself, and a missing series says so per question
+    with pytest.raises(ConfigError, match="--replay names the series"):
+        _cli(app, [*base, "--tag", "c", "--replay", "c"], _models([], [], []))
+    out2 = tmp_path / "d.json"
+    assert _cli(
+        app, [*base, "--tag", "d", "--replay", "nope", "--out", str(out2)], _models([], [], [])
+    ) in (0, 1)
+    (missing,) = json.loads(out2.read_text())["questions"]
+    assert "cannot replay eval-scripted-nope-2hop__1" in missing["error"]
+    app.close()
+
+
 def test_check_citations_finds_invalid(tmp_path: Path, embedder: Any) -> None:
     _questions, corpus = _musique_files(tmp_path)
     app = Sourcebook(tmp_path / "lib", settings=SETTINGS, embedder=embedder)

@@ -191,3 +191,43 @@ def test_kept_states_let_turn_taking_conversations_continue(fast_model_path: Pat
 def test_no_kept_states_unless_asked(local_llm: LlamaCppLLM) -> None:
     local_llm.load()
     assert local_llm._llama.cache is None
+
+
+JUDGE = (
+    "You check claims against a passage. Reply yes if the passage states the claim, "
+    "no if it does not."
+)
+PASSAGE = "Marta Kovac was born in 1961 in Split, a port town. She later studied in Vienna."
+
+
+def _judge(claim: str) -> list[ChatMessage]:
+    return [
+        ChatMessage(role="system", content=JUDGE),
+        ChatMessage(role="user", content=f"Passage: {PASSAGE}\nClaim: {claim}\nYes or no?"),
+    ]
+
+
+def test_local_choose_reads_probabilities_and_reuses_the_prompt_prefix(
+    local_llm: LlamaCppLLM,
+) -> None:
+    first = local_llm.choose(_judge("Marta Kovac was born in Split."), ["yes", "no"])
+    assert abs(sum(first.probabilities.values()) - 1) < 1e-6
+    assert first.option == max(first.probabilities, key=lambda o: first.probabilities[o])
+    assert first.mass is not None and first.mass > 0.5  # asked yes or no, it answers one
+    assert first.prompt_tokens == local_llm.count_message_tokens(
+        _judge("Marta Kovac was born in Split.")
+    )
+    # another prompt with the same opening, then the first again: continuing from the kept
+    # prefix gives what reading it whole gave
+    local_llm.choose(_judge("Marta Kovac studied in Oslo."), ["yes", "no"])
+    again = local_llm.choose(_judge("Marta Kovac was born in Split."), ["yes", "no"])
+    for option in ("yes", "no"):
+        assert abs(again.probabilities[option] - first.probabilities[option]) < 0.02
+    # and generation afterwards still works from a consistent state
+    out = local_llm.chat([ChatMessage(role="user", content="Say hello.")], max_tokens=8)
+    assert out.text.strip()
+
+
+def test_http_choose_answers_one_of_the_options(http_llm: OpenAICompatibleLLM) -> None:
+    got = http_llm.choose(_judge("Marta Kovac was born in Split."), ["yes", "no"])
+    assert got.option in ("yes", "no") and got.probabilities[got.option] == 1.0

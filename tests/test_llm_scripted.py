@@ -12,8 +12,10 @@ from models.discovery import ModelEntry
 from models.errors import ContextOverflow, GenerationCancelled, StructuredOutputError
 from models.llm import (
     LLM,
+    BaseLLM,
     ChatMessage,
     ScriptedLLM,
+    check_options,
     extract_json_text,
     inline_refs,
     json_schema_for,
@@ -183,3 +185,32 @@ def test_inline_refs_resolves_pydantic_defs_and_rejects_recursion() -> None:
     assert schema["properties"]["steps"]["maxItems"] == 3
     with pytest.raises(ValueError, match="Recursive"):
         inline_refs(Node.model_json_schema())
+
+
+def test_choose_without_probabilities_is_one_constrained_generation() -> None:
+    llm = ScriptedLLM([{"answer": "partly"}])
+    msgs = [ChatMessage(role="user", content="Does it say so?")]
+    # the base behaviour (what a backend without next-token probabilities gets)
+    got = BaseLLM.choose(llm, msgs, ["yes", "partly", "no"])
+    assert got.option == "partly" and got.probabilities == {"yes": 0.0, "partly": 1.0, "no": 0.0}
+    (call,) = llm.history
+    assert call.kind == "json" and call.json_schema is not None
+    assert "yes" in str(call.json_schema) and "partly" in str(call.json_schema)
+
+
+def test_scripted_choose_takes_queued_choices_then_the_first_option() -> None:
+    llm = ScriptedLLM()
+    llm.enqueue_choices(["no"])
+    msgs = [ChatMessage(role="user", content="q")]
+    assert llm.choose(msgs, ["yes", "no"]).option == "no"
+    assert llm.choose(msgs, ["yes", "no"]).option == "yes"
+    assert [c.kind for c in llm.history] == ["choose", "choose"]
+    llm.enqueue_choices(["maybe"])
+    with pytest.raises(AssertionError, match="not in"):
+        llm.choose(msgs, ["yes", "no"])
+
+
+@pytest.mark.parametrize("options", [["yes"], ["yes", "yes"], ["no", "none"], ["yes", "not sure"]])
+def test_choose_refuses_options_a_first_token_cannot_tell_apart(options: list[str]) -> None:
+    with pytest.raises(ValueError):
+        check_options(options)

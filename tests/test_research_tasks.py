@@ -296,3 +296,27 @@ def test_recording_failed_status(research_app: Sourcebook, monkeypatch: pytest.M
     )
     assert report.status == "recording_failed"
     assert threading.active_count() < 50
+
+
+def test_fork_copies_what_a_task_recorded_before_a_stage(tmp_path: Path) -> None:
+    log = TaskLog(tmp_path / "tasks.sqlite")
+    run = log.begin("src", "q?", {"boundary": {}, "limits": {}})
+    with log.span("src", run, "stage", "research"):
+        log.step("src", run, "search", lambda: [1, 2])
+    with log.span("src", run, "stage", "writing"):
+        log.step("src", run, "draft", lambda: "text")
+    log.finish("src", "answered", {"markdown": "text"})
+    assert log.fork("src", "dst", before_stage="writing") == 2  # the search's start and result
+    assert log.lookup("dst", "search") == ("result", [1, 2]) and log.lookup("dst", "draft") is None
+    info = log.get("dst")
+    assert info is not None and info.status == "running" and info.report is None
+    assert [s.name for s in log.spans("dst")] == ["research"]
+    assert log.begin("dst", "q?", {}) == 2  # its next run continues after the copied one
+    with pytest.raises(ValueError, match="exists already"):
+        log.fork("src", "dst", before_stage="writing")
+    with pytest.raises(ValueError, match="no task"):
+        log.fork("nope", "dst2", before_stage="writing")
+    with pytest.raises(ValueError, match="never reached"):
+        log.fork("src", "dst3", before_stage="checking")
+    assert log.get("dst3") is None
+    log.close()

@@ -57,7 +57,8 @@ class Judgement:
 
     def reason(self) -> str:
         says = "state only part of this" if self.choice.option == "partly" else "do not state this"
-        return f"the cited passages {says} (support check: {self.choice.option}, support {self.support:.2f})"
+        verdict = f"support check: {self.choice.option}, support {self.support:.2f}"
+        return f"the cited passages {says} ({verdict})"
 
 
 def plain_claim(sentence: str) -> str:
