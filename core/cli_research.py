@@ -22,6 +22,7 @@ from typing import Any
 from core.errors import ConfigError, ModelError
 from core.eval_metrics import shareable
 from core.export import FORMATS, ExportFormat, export_report
+from core.research.pipeline import STAGES
 from core.research.schemas import ROLES, Boundary, ResearchPlan, RunEvent
 from core.service import Sourcebook
 from core.tasks import timing_summary
@@ -115,8 +116,9 @@ def add_parsers(sub: Any) -> dict[str, Handler]:
         "--off",
         action="append",
         default=[],
-        choices=STAGES,
-        help="Switch a stage off for these runs (repeat): " + ", ".join(STAGES) + ".",
+        choices=list(STAGES),
+        metavar="STAGE",
+        help="Switch a research stage off for these runs (repeat): " + ", ".join(STAGES) + ".",
     )
     v.add_argument("--quiet", action="store_true", help="No run progress on stderr.")
 
@@ -292,10 +294,6 @@ def _parse_ks(text: str) -> list[int]:
     return ks
 
 
-#: Research stages ``eval --off`` can switch off (ResearchLimits flags).
-STAGES = ("short_answer", "support_check", "trail")
-
-
 def _series(model: str, tag: str, own_docs: bool) -> str:
     """The task-name prefix of an evaluation series: eval-MODEL[-TAG][-own-docs]."""
     series = f"{model} {tag} {'own-docs' if own_docs else ''}"
@@ -353,7 +351,7 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
             corpus=args.corpus,
             own_docs=args.own_docs,
             on_event=None if args.quiet else _eval_progress,
-            limits=lab.research_limits(**{s: False for s in args.off}) if args.off else None,
+            limits=lab.research_limits(stages_off=args.off) if args.off else None,
             replay_prefix=(
                 None if args.replay is None else _series(model, args.replay, args.own_docs)
             ),

@@ -281,6 +281,7 @@ class Sourcebook:
             "short_answer": r.short_answer,
             "support_check": r.support_check,
             "trail": r.trail,
+            "stages_off": r.stages_off,
         }
         return ResearchLimits.model_validate({**values, **changes})
 

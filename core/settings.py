@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from core.errors import ConfigError
@@ -129,6 +129,22 @@ class ResearchSettings(BaseModel):
         description="End each report with its research trail: the finding each research step "
         "made, cited.",
     )
+    stages_off: list[str] = Field(
+        default_factory=list,
+        description="Research stages to switch off by name (see `sourcebook eval --help`, "
+        "--off): short_answer, cite_quotations, method_talk, answer_copy, trail, "
+        "narrow_citations, complete_citations, claim_check, support_check, withhold_answer.",
+    )
+
+    @field_validator("stages_off")
+    @classmethod
+    def _known_stages(cls, names: list[str]) -> list[str]:
+        from core.research.pipeline import STAGES
+
+        unknown = [n for n in names if n not in STAGES]
+        if unknown:
+            raise ValueError(f"unknown stage(s) {', '.join(unknown)}; known: {', '.join(STAGES)}")
+        return names
 
 
 class WebSettings(BaseModel):

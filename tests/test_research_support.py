@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
+from pydantic import ValidationError
 from research_fixtures import (
     evidence,
     models,
@@ -17,9 +19,11 @@ from research_fixtures import (
 )
 
 from core.research import support
+from core.research.pipeline import STAGES
 from core.research.run import WITHHELD
 from core.research.schemas import ResearchLimits
 from core.service import Sourcebook
+from core.settings import ResearchSettings
 from models.llm import ChatMessage, Choice, ScriptedLLM
 
 Q = "Who founded the Northport Harbor Authority?"
@@ -71,7 +75,7 @@ def test_every_claim_supported_is_answered_and_the_judgements_are_logged(
     assert info.status == "answered"
     events = research_app.task_log().events("support-all-yes")
     (result,) = [e for e in events if e.key.startswith("support_check@")]
-    assert result.payload["judged"] == 3 and result.payload["flagged"] == 0
+    assert result.payload["judged"] == 3 and result.payload["flagged"] == []
 
 
 def test_a_body_claim_judged_unsupported_is_flagged_and_the_run_is_partial(
@@ -204,3 +208,27 @@ def test_support_is_the_probability_of_yes() -> None:
         "s", [], Choice(option="no", probabilities={"yes": 0.2, "partly": 0.2, "no": 0.6})
     )
     assert not j.supported and "do not state this" in j.reason()
+
+
+def test_each_stage_logs_what_it_did_and_can_be_switched_off(research_app: Sourcebook) -> None:
+    report, _ = _run(research_app, "stages-on", ["no", "yes", "yes"])
+    events = {e.key: e.payload for e in research_app.task_log().events("stages-on")}
+    for name in ("cite_quotations", "method_talk", "answer_copy", "narrow_citations"):
+        assert events[f"{name}@1"]["changed"] is False, name
+    assert events["withhold_answer@1"] == {"withheld": True}
+    assert report.status == "insufficient_evidence"
+    # the checks off: the same unsupported answer is stated, nothing flagged, nothing logged
+    off = ["claim_check", "support_check", "withhold_answer"]
+    report, _ = _run(research_app, "stages-off", ["no"], stages_off=off)
+    assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
+    assert report.status == "answered" and not report.flagged_claims
+    keys = {e.key for e in research_app.task_log().events("stages-off")}
+    assert not {f"{n}@1" for n in off} & keys and "method_talk@1" in keys
+
+
+def test_unknown_stage_names_are_refused_with_the_known_ones() -> None:
+    with pytest.raises(ValidationError, match=r"unknown research stage.*support_check"):
+        ResearchLimits(stages_off=["suport_check"])
+    with pytest.raises(ValidationError, match="unknown stage"):
+        ResearchSettings(stages_off=["suport_check"])
+    assert set(STAGES) >= {"short_answer", "trail", "support_check"}

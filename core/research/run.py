@@ -38,6 +38,7 @@ from core.research.citations import (
     narrow_citations,
 )
 from core.research.context import EventFn, RunContext, StopSignal
+from core.research.pipeline import apply, changes, record, stage_on
 from core.research.prompts import fit_messages
 from core.research.researcher import run_worker
 from core.research.sanitize import renumber, sanitize_links, sources_section
@@ -301,15 +302,16 @@ def _run(
     ctx.emit("stage", stage="writing")
     with ctx.log.span(ctx.task, ctx.run, "stage", "writing"):
         answer = ""
-        if ctx.limits.short_answer:
+        if stage_on(ctx, "short_answer"):
             answer = writer.short_answer(ctx, req.question, st.plan, evidence, labels)
             if answer and on_token is not None:
                 on_token(answer + "\n\n")
         draft = writer.write(ctx, req.question, st.plan, notes, evidence, labels, on_token, answer)
         draft = bracket_labels(draft, labels)
         by_id = {ev.evidence_id: ev.text for ev in evidence}
-        draft = cite_quotations(draft, {k: by_id[v] for k, v in labels.items()})
-        draft = writer.without_method_talk(draft)
+        quoted = {k: by_id[v] for k, v in labels.items()}
+        draft = apply(ctx, "cite_quotations", draft, lambda d: cite_quotations(d, quoted))
+        draft = apply(ctx, "method_talk", draft, writer.without_method_talk)
         fell_back = False
         if not citation_tokens(draft):
             fallback = writer.findings_report(notes)
@@ -323,8 +325,9 @@ def _run(
                 )
                 draft = fallback
         if answer:
-            draft = f"{answer}\n\n{writer.without_answer_copy(draft, answer)}"
-        if ctx.limits.trail and not fell_back:
+            body = apply(ctx, "answer_copy", draft, lambda d: writer.without_answer_copy(d, answer))
+            draft = f"{answer}\n\n{body}"
+        if stage_on(ctx, "trail") and not fell_back:
             cited = {labels.get(t, t).lower() for t in citation_tokens(draft)}
             lines = trail_lines(
                 req.question, notes, ctx.fetched.get, ctx.library.embedder.embed, draft, cited
@@ -472,24 +475,38 @@ def _finish(
             ctx.emit("stage", stage="repairing citations", text=", ".join(t for t, _ in still))
             draft = bracket_labels(writer.repair(ctx, draft, [t for t, _ in still], labels), labels)
     text, removed = checker.canonicalize(draft)
-    text = narrow_citations(text, fetched_or_span, keep_lines=writer.ANSWER_MARK)
+    text = apply(
+        ctx,
+        "narrow_citations",
+        text,
+        lambda t: narrow_citations(t, fetched_or_span, keep_lines=writer.ANSWER_MARK),
+    )
     # passages the writer was shown first, then the rest the run fetched, as the checker allows
     citable = [i for i in [*labels.values(), *ctx.fetched.ids()] if checker.resolve(i)[0]]
-    text, assembled = complete_citations(text, fetched_or_span, citable, st.question)
+    assembled: dict[str, list[str]] = {}
+    if stage_on(ctx, "complete_citations"):
+        before = text
+        text, assembled = complete_citations(text, fetched_or_span, citable, st.question)
+        record(ctx, "complete_citations", changes(before, text))
     st.removed = removed
     if removed:
         st.reasons.append(f"{len(removed)} citation(s) could not be verified and were removed.")
-    st.flagged = check_claims(
-        text,
-        fetched_or_span,
-        lambda xs: ctx.library.embedder.embed(xs),
-        st.question,
-        answer_lines=writer.ANSWER_MARK,
-        assembled=assembled,
-    )
-    if ctx.limits.support_check:
+    st.flagged = []
+    if stage_on(ctx, "claim_check"):
+        st.flagged = check_claims(
+            text,
+            fetched_or_span,
+            lambda xs: ctx.library.embedder.embed(xs),
+            st.question,
+            answer_lines=writer.ANSWER_MARK,
+            assembled=assembled,
+        )
+        record(ctx, "claim_check", {"flagged": [excerpt(f.sentence) for f in st.flagged]})
+    if stage_on(ctx, "support_check"):
         st.flagged += _support_flags(ctx, st, text, fetched_or_span)
-    text, st.answer_withheld = withhold_unsupported_answer(text, st.flagged)
+    if stage_on(ctx, "withhold_answer"):
+        text, st.answer_withheld = withhold_unsupported_answer(text, st.flagged)
+        record(ctx, "withhold_answer", {"withheld": st.answer_withheld})
     if st.answer_withheld:
         st.reasons.append(
             "The answer the writer gave is not supported by the passages it cites, so it is "
@@ -546,14 +563,12 @@ def _support_flags(
         embed=ctx.library.embedder.embed,
     )
     flagged = support.flags(judged)
-    ctx.log.append(
-        ctx.task,
-        ctx.run,
-        "stage_result",
-        f"support_check@{ctx.run}",
+    record(
+        ctx,
+        "support_check",
         {
             "judged": len(judged),
-            "flagged": len(flagged),
+            "flagged": [excerpt(f.sentence) for f in flagged],
             "support": [round(j.support, 3) for j in judged],
         },
     )

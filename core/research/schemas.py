@@ -25,6 +25,7 @@ from pydantic import (
     Field,
     WithJsonSchema,
     create_model,
+    field_validator,
 )
 
 from core.research.words import content_words
@@ -175,6 +176,10 @@ class ResearchLimits(BaseModel):
         description="End the report with its research trail: each step's finding, cited "
         "(no model call; see core.research.trail).",
     )
+    stages_off: list[str] = Field(
+        default_factory=list,
+        description="Post-draft stages switched off by name (core.research.pipeline.STAGES).",
+    )
     max_queries: int = Field(5, ge=1, le=5, description="Queries of the plan that run.")
     auto_search: bool = Field(
         True,
@@ -182,6 +187,19 @@ class ResearchLimits(BaseModel):
         "for what the queries it builds on found, and for the line items of a financial "
         "metric it names (core.research.line_items).",
     )
+
+    @field_validator("stages_off")
+    @classmethod
+    def _known_stages(cls, names: list[str]) -> list[str]:
+        from core.research.pipeline import STAGES  # the registry imports this module
+
+        unknown = [n for n in names if n not in STAGES]
+        if unknown:
+            raise ValueError(
+                f"unknown research stage(s) {', '.join(unknown)}; the stages are "
+                + ", ".join(STAGES)
+            )
+        return list(dict.fromkeys(names))
 
 
 # ----------------------------------------------------------------------------- LLM-facing

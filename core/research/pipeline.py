@@ -1,0 +1,67 @@
+"""The optional stages between the writer's draft and the report, by name, in the order they run.
+
+Each can be switched off (``ResearchLimits.stages_off``; the settings' ``research.stages_off``;
+``sourcebook eval --off NAME``), so each can be measured on its own (``bench/ablation.py``); a
+stage that runs writes a task-log event (``stage_result``, key ``NAME@RUN``) saying what it
+changed. The steps that keep a report valid (citations resolved, checked and repaired,
+renumbered; links sanitised) are not stages: they never switch off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from core.research.citations import cited_sentences, excerpt
+from core.research.context import RunContext
+
+#: name -> what the stage does, in run order.
+STAGES: dict[str, str] = {
+    "short_answer": "open the report with a short answer worked hop by hop (one model call)",
+    "cite_quotations": "cite the passage a quotation was pasted from, when the writer did not",
+    "method_talk": "drop uncited sentences about the writing rather than the subject",
+    "answer_copy": "drop draft lines that only repeat the answer line",
+    "trail": "end the report with the research trail: each step's cited finding",
+    "narrow_citations": "keep, of a sentence's citations, those that hold all it names",
+    "complete_citations": "also cite fetched passages holding what a sentence's citations lack",
+    "claim_check": "flag sentences whose names and figures their cited passages lack",
+    "support_check": "flag claims the model judges their cited passages do not state",
+    "withhold_answer": "state no answer when a check flags the answer line",
+}
+
+
+def stage_on(ctx: RunContext, name: str) -> bool:
+    """Whether stage ``name`` runs (the three older switches still count)."""
+    if name not in STAGES:
+        raise KeyError(f"no research stage {name!r}")
+    if name in ctx.limits.stages_off:
+        return False
+    return bool(getattr(ctx.limits, name, True))
+
+
+def changes(before: str, after: str) -> dict[str, Any]:
+    """What a stage did to a text: sentences removed and added (up to five of each, cut)."""
+    was = [s for s, _, _ in cited_sentences(before)]
+    now = [s for s, _, _ in cited_sentences(after)]
+    gone = [s for s in was if s not in now]
+    new = [s for s in now if s not in was]
+    return {
+        "changed": before != after,
+        "removed": len(gone),
+        "added": len(new),
+        "examples_removed": [excerpt(s) for s in gone[:5]],
+        "examples_added": [excerpt(s) for s in new[:5]],
+    }
+
+
+def record(ctx: RunContext, name: str, payload: dict[str, Any]) -> None:
+    ctx.log.append(ctx.task, ctx.run, "stage_result", f"{name}@{ctx.run}", payload)
+
+
+def apply(ctx: RunContext, name: str, text: str, fn: Callable[[str], str]) -> str:
+    """``fn(text)`` if stage ``name`` is on (and what it changed logged), else ``text``."""
+    if not stage_on(ctx, name):
+        return text
+    out = fn(text)
+    record(ctx, name, changes(text, out))
+    return out
