@@ -18,30 +18,36 @@ from models.llm import ScriptedLLM
 
 
 def test_a_metric_is_searched_by_its_line_items_with_the_query_subject() -> None:
-    assert line_item_query("What is Adobe's Free cashflow conversion as of FY2022?") == (
-        "Adobe FY2022 net cash provided by operating activities "
+    assert line_item_query("How did Norrland Foods' free cash flow change in FY2031?") == (
+        "Norrland Foods FY2031 net cash provided by operating activities "
         "purchases of property and equipment net income"
     )
     # a plural, a statement's name, and two metrics at once (line items once each)
-    assert line_item_query("Are Best Buy's gross margins consistent?") == (
-        "Best Buy gross profit cost of sales total revenue"
+    assert line_item_query("Are Kestrel Tools' gross margins rising?") == (
+        "Kestrel Tools gross profit cost of sales total revenue"
     )
-    got = line_item_query("Microsoft's current ratio and working capital on its balance sheet")
+    got = line_item_query("Orbis Rail's current ratio and working capital on its balance sheet")
     assert got == (
-        "Microsoft total current assets total current liabilities consolidated balance sheets "
+        "Orbis Rail total current assets total current liabilities consolidated balance sheets "
         "total assets total liabilities"
     )
     # an acronym only in capitals: "roe" is not return on equity
-    assert line_item_query("What is Amazon's DPO for FY2017?").endswith(
-        "accounts payable cost of sales inventories"
+    assert line_item_query("What is Halden Paper's DSO for FY2029?").endswith(
+        "accounts receivable net sales"
     )
     assert line_item_query("Where do salmon lay their roe?") == ""
-    # words that open a sentence are not its subject
-    assert line_item_query("We want EBITDA. Here is Netflix's FY2015 data.") == (
-        "Netflix FY2015 operating income depreciation and amortization"
+    # words that open a sentence or an instruction are not its subject
+    assert line_item_query("Compute EBITDA. Then use Vantor Media's FY2030 report.") == (
+        "Vantor Media FY2030 operating income depreciation and amortization"
+    )
+    assert line_item_query("Round to two decimals. Orbis Rail's FY2028 EBITDA?") == (
+        "Orbis Rail FY2028 operating income depreciation and amortization"
+    )
+    assert line_item_query("Halden Paper EBITDA in 2027, please.") == (
+        "Halden Paper 2027 operating income depreciation and amortization"
     )
     # no metric, no extra search
-    assert line_item_query("Who was the composer of Aschenbrödel?") == ""
+    assert line_item_query("Who painted the harbour at Tarsk?") == ""
 
 
 def test_worker_searches_the_line_items_of_the_metric_its_query_names(

@@ -169,8 +169,8 @@ _FIRST_NAMES = _wordset(
     "jerry tyler aaron jose adam henry nathan douglas zachary peter kyle walter ethan jeremy "
     "harold keith christian roger noah gerald carl terry sean austin arthur lawrence jesse "
     "dylan bryan joe jordan billy bruce albert willie gabriel logan alan juan wayne roy ralph "
-    "randy eugene vincent russell elijah louis bobby philip johnny satya tim jeff andy sundar "
-    "elon warren bill steve mary patricia jennifer linda elizabeth barbara susan jessica sarah "
+    "randy eugene vincent russell elijah louis bobby philip johnny tim jeff andy "
+    "warren bill steve mary patricia jennifer linda elizabeth barbara susan jessica sarah "
     "karen nancy lisa betty margaret sandra ashley kimberly emily donna michelle dorothy carol "
     "amanda melissa deborah stephanie rebecca sharon laura cynthia kathleen amy shirley angela "
     "helen anna brenda pamela nicole emma samantha katherine christine debra rachel catherine "
@@ -179,7 +179,7 @@ _FIRST_NAMES = _wordset(
     "lauren joan evelyn judith megan cheryl andrea hannah martha jacqueline frances gloria ann "
     "teresa kathryn sara janice jean alice madison doris abigail julia judy grace denise amber "
     "marilyn beverly danielle theresa sophia marie diana brittany natalie isabella charlotte "
-    "rose alexis kayla hillary angela ursula indra mary"
+    "rose alexis kayla hillary ursula"
 )
 _SENT_START = re.compile(r"(?:^|[.!?:;|]\s+|\n\s*|[\"“(]\s*)$")
 

@@ -19,12 +19,31 @@ from pathlib import Path
 GLOSSARY = Path(__file__).resolve().parents[2] / "resources" / "glossary" / "line_items.json"
 MAX_ITEMS = 6  # line items per search: the embedder reads a short query best
 _SUBJECT = re.compile(r"\b(?:[A-Z][\w&.-]*[\w&]|(?:FY|Q[1-4])?\s?(?:19|20)\d{2})\b")
-_QUESTION_WORD = re.compile(  # capitalised, yet not a subject: "What", "Does", "Among"
-    r"What|Which|Who|Where|When|How|Why|Is|Are|Was|Were|Does|Do|Did|Has|Have|Had|Can|Could|"
-    r"Should|Would|Will|Whether|If|Find|Calculate|Compute|Based|Base|Using|Please|Round|"
-    r"Address|The|In|For|Of|By|As|Among|Between|Given|According|We|Our|Here|It|Its|This|That|"
-    r"These|Those|Let"
+# English closed-class words (interrogatives, auxiliaries, determiners, pronouns, prepositions,
+# conjunctions): capitalised, they open a sentence, and are never its subject.
+_CLOSED_WORDS = (
+    "what which who whom whose where when how why whether if is are was were be been being "
+    "am do does did has have had can could shall should will would may might must the a an "
+    "in on at for of by as to from with among between about into over under per than and or "
+    "but not no this that these those it its we our us you your they their them he she his "
+    "her i my me here there then so "
 )
+_CLOSED = frozenset(_CLOSED_WORDS.split())
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+)$")
+_NEXT_WORD = re.compile(r"\s*([^\W\d_]+)")
+
+
+def _is_subject(text: str, m: re.Match[str]) -> bool:
+    """A capitalised word or a year is part of the subject unless it is a closed-class word,
+    or it opens a sentence, is no possessive, and a lower-case word follows: an instruction's
+    verb ("Compute the ...", "Round to ...") is capitalised only there."""
+    word = m.group(0).strip()
+    if word.lower() in _CLOSED:
+        return False
+    if _SENTENCE_START.search(text[: m.start()]) and not text.startswith("'", m.end()):
+        nxt = _NEXT_WORD.match(text, m.end())
+        return bool(nxt and nxt.group(1)[0].isupper())
+    return True
 
 
 @functools.cache
@@ -50,9 +69,5 @@ def line_item_query(query: str) -> str:
             rest = pattern.sub(" ", rest)
     if not items:
         return ""
-    subject = [
-        m.group(0).strip()
-        for m in _SUBJECT.finditer(rest)
-        if not _QUESTION_WORD.fullmatch(m.group(0))
-    ]
+    subject = [m.group(0).strip() for m in _SUBJECT.finditer(rest) if _is_subject(rest, m)]
     return " ".join([*dict.fromkeys(subject), *items[:MAX_ITEMS]])
