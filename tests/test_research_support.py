@@ -86,7 +86,7 @@ def test_a_body_claim_judged_unsupported_is_flagged_and_the_run_is_partial(
     assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
     (flag,) = report.flagged_claims
     assert flag.sentence.startswith("Mayor Ellen Park founded it")
-    assert "state only part of this (support check: partly, support 0.00)" in flag.reason
+    assert "state only part of this (support check: partly, p(yes) 0.00)" in flag.reason
     assert "Mayor Ellen Park founded it [1]. ⚠" in report.markdown
     assert any("1 claim(s)" in r for r in report.status_reasons)
 
@@ -208,6 +208,17 @@ def test_support_is_the_probability_of_yes() -> None:
         "s", [], Choice(option="no", probabilities={"yes": 0.2, "partly": 0.2, "no": 0.6})
     )
     assert not j.supported and "do not state this" in j.reason()
+    j = support.Judgement(
+        "s", [], Choice(option="yes", probabilities={"yes": 0.5, "partly": 0.3, "no": 0.2})
+    )
+    assert j.supported
+    j = support.Judgement(
+        "s", [], Choice(option="yes", probabilities={"yes": 0.45, "partly": 0.3, "no": 0.25})
+    )
+    assert not j.supported and j.reason() == (
+        "the support check is not sure the cited passages state this (support check: yes, "
+        "p(yes) 0.45)"
+    )
 
 
 def test_each_stage_logs_what_it_did_and_can_be_switched_off(research_app: Sourcebook) -> None:

@@ -56,9 +56,11 @@ class Judgement:
         return self.support >= SUPPORT_FLOOR
 
     def reason(self) -> str:
-        says = "state only part of this" if self.choice.option == "partly" else "do not state this"
-        verdict = f"support check: {self.choice.option}, support {self.support:.2f}"
-        return f"the cited passages {says} ({verdict})"
+        says = {
+            "no": "the cited passages do not state this",
+            "partly": "the cited passages state only part of this",
+        }.get(self.choice.option, "the support check is not sure the cited passages state this")
+        return f"{says} (support check: {self.choice.option}, p(yes) {self.support:.2f})"
 
 
 def plain_claim(sentence: str) -> str:
