@@ -167,6 +167,12 @@ class SettingsDialog(QDialog):
         self.short_answer.setToolTip(
             "One more model call: the question answered step by step, in one cited line."
         )
+        self.support_check = QCheckBox("&Check that each claim's passages state it")
+        self.support_check.setChecked(r.support_check)
+        self.support_check.setToolTip(
+            "About a second per claim: the model reads each cited claim with its passages; a "
+            "claim they do not state is flagged, and an unsupported answer is not stated."
+        )
         self.trail = QCheckBox("End each report with its research t&rail")
         self.trail.setChecked(r.trail)
         self.trail.setToolTip(
@@ -180,6 +186,7 @@ class SettingsDialog(QDialog):
         form.addRow("&Steps per worker:", self.max_steps)
         form.addRow("&Rounds:", self.max_rounds)
         form.addRow(self.short_answer)
+        form.addRow(self.support_check)
         form.addRow(self.trail)
         note = QLabel(
             "Higher limits find more but take longer; on a laptop CPU, 2–3 workers is a good "
@@ -345,6 +352,7 @@ class SettingsDialog(QDialog):
             max_steps=self.max_steps.value(),
             max_rounds=self.max_rounds.value(),
             short_answer=self.short_answer.isChecked(),
+            support_check=self.support_check.isChecked(),
             trail=self.trail.isChecked(),
         )
         lib = self.library_path.text().strip()

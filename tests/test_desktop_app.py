@@ -249,6 +249,8 @@ def test_settings_round_trip(
     dialog.short_answer.setChecked(False)
     assert dialog.trail.isChecked()  # the default
     dialog.trail.setChecked(False)
+    assert dialog.support_check.isChecked()  # the default
+    dialog.support_check.setChecked(False)
     dialog.library_path.setText(str(tmp_path / "lib2"))
     dialog.web_enabled.setChecked(True)
     dialog.add_endpoint()
@@ -265,7 +267,7 @@ def test_settings_round_trip(
     assert saved.models.roles.writer == "my-server" and saved.models.roles.planner is None
     assert (saved.research.max_workers, saved.research.max_tool_calls) == (2, 12)
     assert saved.research.max_rounds == 3 and saved.research.short_answer is False
-    assert saved.research.trail is False
+    assert saved.research.trail is False and saved.research.support_check is False
     assert saved.library.path == tmp_path / "lib2"
     assert saved.web.enabled is True
     ep = saved.models.endpoints[0]
