@@ -243,3 +243,27 @@ def test_unknown_stage_names_are_refused_with_the_known_ones() -> None:
     with pytest.raises(ValidationError, match="unknown stage"):
         ResearchSettings(stages_off=["suport_check"])
     assert set(STAGES) >= {"short_answer", "trail", "support_check"}
+
+
+def test_a_table_page_is_cut_into_rows_and_the_claims_rows_are_shown() -> None:
+    rows = [f"Line item {i} {1000 + i} {900 + i}" for i in range(80)]
+    rows[57] = "Total freight revenue 4,812 4,390"
+    ev = evidence("ev1:0000000000000003", "Consolidated statement\n" + "\n".join(rows))
+    view = support.passage_view(ev, "Total freight revenue was 4,812.", fake_embed)
+    assert "Total freight revenue 4,812 4,390" in view and len(view) <= support.PASSAGE_CHARS + 40
+
+
+def test_a_sentence_whose_calculation_holds_is_not_judged() -> None:
+    a = "ev1:00000000000000cc"
+    texts = {a: evidence(a, "Revenue was 4,200 in 2030 and 3,500 in 2029.")}
+    draft = f"**Answer:** 20%, worked out as (4,200 - 3,500) / 3,500 * 100 = 20 [{a}]."
+    asked: list[str] = []
+
+    def choose(key: str, msgs: list[ChatMessage]) -> Choice:
+        asked.append(key)
+        return choice("no")
+
+    judged = support.judge_claims(
+        draft, texts.get, choose, lambda p, c: [], answer_mark="**Answer:**"
+    )
+    assert judged == [] and asked == []

@@ -11,8 +11,10 @@ is not support. A claim below :data:`SUPPORT_FLOOR` is flagged, the verdict and 
 reason.
 
 An answer line ("**Answer:** Oslo [2]") is judged as the answer to the question, which is what
-it claims. A passage longer than :data:`PASSAGE_CHARS` is shown as its sentences most like the
-claim, in passage order, so one judgement reads a few hundred tokens.
+it claims. A sentence whose written-out calculation holds is not judged: the program redid the
+arithmetic, and the claim check found each operand in the cited text. A passage longer than
+:data:`PASSAGE_CHARS` is shown as its sentences (a table's rows) most like the claim, in passage
+order, so one judgement reads a few hundred tokens.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 
 from core.ingest.chunking import sentence_ranges
 from core.library import Evidence
+from core.research.arithmetic import calculations
 from core.research.citations import cited_sentences, excerpt
 from core.research.schemas import FlaggedClaim
 from models.llm import ChatMessage, Choice
@@ -35,6 +38,7 @@ SUPPORT_FLOOR = 0.5
 #: Claims judged per report, the answer line first; the rest keep the lexical checks alone.
 MAX_CLAIMS = 12
 PASSAGE_CHARS = 900
+UNIT_CHARS = 300
 
 ChooseFn = Callable[[str, list[ChatMessage]], Choice]
 MessagesFn = Callable[[str, str], list[ChatMessage]]
@@ -76,31 +80,49 @@ def claim_for(sentence: str, line: str, question: str, answer_mark: str) -> str:
     return plain_claim(sentence)
 
 
+def _units(text: str) -> list[str]:
+    """A passage in pieces of at most :data:`UNIT_CHARS`: its sentences, and a longer one (a
+    table's rows run together) cut at line breaks, then between words."""
+    out: list[str] = []
+    for a, b in sentence_ranges(text):
+        for line in text[a:b].splitlines():
+            words = line.split()
+            piece: list[str] = []
+            for w in words:
+                if piece and len(" ".join([*piece, w])) > UNIT_CHARS:
+                    out.append(" ".join(piece))
+                    piece = []
+                piece.append(w)
+            if piece:
+                out.append(" ".join(piece))
+    return out
+
+
 def passage_view(ev: Evidence, claim: str, embed: EmbedFn | None) -> str:
-    """The passage, or when long its sentences most like ``claim`` up to
+    """The passage, or when long its pieces (:func:`_units`) most like ``claim`` up to
     :data:`PASSAGE_CHARS`, in passage order, cuts marked with an ellipsis."""
-    text = " ".join(ev.text.split())
-    if len(text) <= PASSAGE_CHARS:
-        return text
-    sents = [text[a:b] for a, b in sentence_ranges(text)]
-    if embed is None or len(sents) < 2:
-        return text[: PASSAGE_CHARS - 1] + "…"
-    vecs = np.asarray(embed([claim, *sents]), dtype=np.float32)
+    flat = " ".join(ev.text.split())
+    if len(flat) <= PASSAGE_CHARS:
+        return flat
+    units = _units(ev.text)
+    if embed is None or len(units) < 2:
+        return flat[: PASSAGE_CHARS - 1] + "…"
+    vecs = np.asarray(embed([claim, *units]), dtype=np.float32)
     order = np.argsort(-(vecs[1:] @ vecs[0]), kind="stable").tolist()
     kept: list[int] = []
     used = 0
     for i in order:
-        if kept and used + len(sents[i]) > PASSAGE_CHARS:
+        if used + len(units[i]) > PASSAGE_CHARS:
             continue
         kept.append(i)
-        used += len(sents[i]) + 3
+        used += len(units[i]) + 3
     kept.sort()
     out: list[str] = []
     prev = -1
     for i in kept:
-        if i != prev + 1:  # a cut before this sentence
+        if i != prev + 1:  # a cut before this piece
             out.append("…")
-        out.append(sents[i])
+        out.append(units[i])
         prev = i
     return " ".join(out)
 
@@ -122,7 +144,7 @@ def judge_claims(
     resumed run reuses its judgements)."""
     todo: list[tuple[str, str, list[str]]] = []
     for sentence, line, ids in cited_sentences(markdown):
-        if not ids or (skip and sentence in skip):
+        if not ids or (skip and sentence in skip) or any(c.holds for c in calculations(sentence)):
             continue
         first = bool(answer_mark) and line.lstrip().startswith(answer_mark)
         item = (sentence, line, ids)
