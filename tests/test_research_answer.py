@@ -209,7 +209,7 @@ def test_talk_about_the_writing_is_left_out(research_app: Sourcebook) -> None:
     writer = ScriptedLLM(
         [
             short("Mayor Ellen Park", ["E1"]),
-            # the 1.5B's own words (MuSiQue 215852, 497059; FinanceBench 08135, 08286)
+            # the 1.5B writer's own ways of talking about its answer, seen on benchmark runs
             "This answer shape covers the key points:\n"
             "To arrive at this answer, we need to follow these steps:\n"
             "1. The authority was founded in 1921 by Mayor Ellen Park [E1].\n"
@@ -274,7 +274,7 @@ def test_an_answer_its_passages_lack_is_asked_for_once_more(research_app: Source
 
 
 def test_an_answer_of_the_wrong_kind_is_asked_for_once_more(research_app: Sourcebook) -> None:
-    # MuSiQue 349407: "... another sport that was started when?" answered "rugby league"
+    # a question asking "when" first answered with a name, which gives no date
     question = "The Northport Harbor Authority was founded when?"
     writer = ScriptedLLM(
         [
@@ -295,15 +295,15 @@ def test_an_answer_of_the_wrong_kind_is_asked_for_once_more(research_app: Source
 
 def test_what_a_question_asks_for_and_an_answer_lacks() -> None:
     assert unlike_asked("When was it founded?", "Mayor Marcela Decker") == "a date or year"
-    assert unlike_asked("It was started when?", "rugby league") == "a date or year"
+    assert unlike_asked("It was started when?", "the Northport regatta") == "a date or year"
     assert unlike_asked("In what year did it open?", "the harbor") == "a date or year"
-    assert unlike_asked("How many Publix stores are in the state?", "Tennessee") == "a number"
+    assert unlike_asked("How many Corley Mart shops are in the county?", "Westmarch") == "a number"
     assert unlike_asked("How much did revenue grow?", "it grew") == "a number"
     for question, answer in [
         ("When was it founded?", "1921"),
         ("When was it founded?", "in March"),
         ("When was it founded?", "the 19th century"),
-        ("How many stores?", "35"),
+        ("How many stores?", "42"),
         ("How many stores?", "none"),
         ("What happened when the river flooded?", "a fire"),  # "when" only in a clause
         ("Who founded it?", "Ellen Park"),
@@ -314,8 +314,8 @@ def test_what_a_question_asks_for_and_an_answer_lacks() -> None:
 def test_an_answer_still_unsupported_cites_the_shown_passages_that_hold_it(
     research_app: Sourcebook,
 ) -> None:
-    # MuSiQue 468258: "Norway" cited to passages about Arnold Schwarzenegger, the Brand
-    # passage ("the Norwegian playwright") beside them
+    # the answer cited to a passage that lacks it, while another passage shown beside it
+    # states it
     writer = ScriptedLLM(
         [
             short("Mayor Ellen Park", ["E2"]),
@@ -336,8 +336,8 @@ def test_an_answer_still_unsupported_cites_the_shown_passages_that_hold_it(
 def test_a_report_sentence_naming_what_its_citation_lacks_also_cites_the_passage_holding_it(
     research_app: Sourcebook,
 ) -> None:
-    # MuSiQue 689512: "... Akinoshu Kenji's birthplace was ..." cited only the Enola Gay
-    # passage; the run had fetched the one on Akinoshu Kenji
+    # a sentence naming a person cited only a passage about something else; the run had
+    # fetched the passage about that person
     writer = ScriptedLLM(
         [
             short("", [], answered=False),
@@ -421,47 +421,43 @@ def test_key_sentences_pick_the_answering_sentence_across_passages(embedder: Any
             passage_text=text,
         )
 
-    journal = ev(
+    review = ev(
         "a",
-        "Journal of Psychotherapy Integration",
-        "The Journal of Psychotherapy Integration is a peer-reviewed academic journal published "
-        "by the American Psychological Association. The editor-in-chief is Jennifer Callahan. "
-        "It is abstracted and indexed in several databases.",
+        "Tidewater Review",
+        "The Tidewater Review is a quarterly of field reports printed by the Marsh Ecology "
+        "Guild. Its editor is Petra Lind. Back issues are held in two libraries.",
     )
-    hall = ev(
+    vale = ev(
         "b",
-        "Adolescence",
-        "The formal study of adolescent psychology began in 1904. Hall, who was the first "
-        "president of the American Psychological Association, wrote that book. Later authors "
-        "disagreed with its views.",
+        "Salt Marsh Surveys",
+        "Systematic surveys of salt marshes began in 1911. Vale, who was the first president "
+        "of the Marsh Ecology Guild, led the first of them. Later surveyors disputed his maps.",
     )
     picked = key_sentences(
-        ["Who was the first president of the American Psychological Association?"],
-        [journal, hall],
+        ["Who was the first president of the Marsh Ecology Guild?"],
+        [review, vale],
         embedder.embed,
         limit=2,
     )
-    assert any(s.startswith("Hall, who was the first president") for s in picked["b"])
-    assert not any("Jennifer Callahan" in s for s in picked.get("a", []))
+    assert any(s.startswith("Vale, who was the first president") for s in picked["b"])
+    assert not any("Petra Lind" in s for s in picked.get("a", []))
     # in passage order within a passage, and nothing beyond the limit
     assert sum(len(v) for v in picked.values()) == 2
 
 
 def test_a_restated_question_is_cut_from_the_answer() -> None:
-    q = "Who was the first president of the association which published the Journal of Ethics?"
-    restated = (
-        "The first president of the association that published the Journal of Ethics was Ann Lee"
-    )
+    q = "Who was the first conductor of the orchestra that recorded the Tidewater Suite?"
+    restated = "The first conductor of the orchestra that recorded the Tidewater Suite was Ann Lee"
     assert strip_restatement(restated, q) == "Ann Lee"
     # the question's own clause has a copula too: the cut is after the whole restatement
-    # (MuSiQue 205146 opened "**Answer:** found is Abshir Ata Waterfall")
-    q2 = "What is the name of the waterfall in the country where the Bubye River is found?"
-    restated = "The waterfall in the country where the Bubye River is found is Victoria Falls"
-    assert strip_restatement(restated, q2) == "Victoria Falls"
+    # (cut at the first copula, the answer line would open "built is Edda Fenn")
+    q2 = "Who is the mayor of the town where the Corran bridge is built?"
+    restated = "The mayor of the town where the Corran bridge is built is Edda Fenn"
+    assert strip_restatement(restated, q2) == "Edda Fenn"
     # kept whole: a subject the question does not name, no copula, or nothing after it
     kept = [
-        "The average snowfall in Seattle is 6.8 inches",
-        "Germany had imperial interests in Ethiopia",
+        "The average rainfall in Port Ellery is 41 inches",
+        "Valdoria had trading posts in Kessin",
         "Ann Lee",
     ]
     for answer in kept:
