@@ -99,8 +99,8 @@ def test_renumber_first_use_and_same_document_shares_number() -> None:
     assert text == "B first [1]. A [2]. Again B [1]."
     assert numbers == {b1: 1, a1: 2, a2: 2}
     # the 1.5B's answer line "[E1][E2][E3]" with E1 and E3 from one document: [1][2], not [1][2][1]
-    text, _ = renumber(f"6.8 inches [{a1}][{b1}][{a2}]. In [3] of [{b1}][{a1}].", doc.__getitem__)
-    assert text == "6.8 inches [1][2]. In [3] of [2][1]."
+    text, _ = renumber(f"3.2 metres [{a1}][{b1}][{a2}]. In [3] of [{b1}][{a1}].", doc.__getitem__)
+    assert text == "3.2 metres [1][2]. In [3] of [2][1]."
 
 
 def test_citation_tokens_and_rewrite() -> None:
@@ -119,25 +119,26 @@ def test_key_terms() -> None:
     )
     assert {"march", "2019", "4200", "Northport"} <= set(terms)
     assert "In" not in terms
-    # a possessive names the same thing as the name: "AMCOR's" is backed by "AMCOR PLC"
-    assert key_terms("Sales grew at AMCOR's plants and at Jones' mill.") == ["AMCOR", "Jones"]
+    # a possessive names the same thing as the name: "KELDAR's" is backed by "KELDAR PLC"
+    assert key_terms("Sales grew at KELDAR's plants and at Jones' mill.") == ["KELDAR", "Jones"]
     # a step's number is not a claim, and a name is whole when it has an accent (the 1.5B's
-    # "Step 2: ..." was flagged for "2", and "Aschenbrödel" for "Aschenbr")
-    assert key_terms("Step 2: Then the composer of Aschenbrödel.") == ["Aschenbrödel"]
+    # "Step 2: ..." was flagged for "2", and an accented title for the part before its accent)
+    assert key_terms("Step 2: Then the composer of Wolkenhärfe.") == ["Wolkenhärfe"]
 
 
 def test_claims_compare_names_with_accents_folded() -> None:
-    """The 1.5B wrote the question's "Akinoshu Kenji"; the cited passage says "Akinoshū"."""
+    """The writer spelled a name as the question did, "Morikawa Toru"; the cited passage says
+    "Tōru"."""
     ev = evidence(
         "ev1:0123456789abcdef",
-        "Akinoshū Kenji was born in Hiroshima, bombed by a B-29 Superfortress in 1945.",
-        title="Akinoshū Kenji",
+        "Morikawa Tōru was born in Kitahama, a port shelled by the cruiser Aldmere in 1904.",
+        title="Morikawa Tōru",
     )
-    ok = "The birthplace of Akinoshu was bombed by a B-29 Superfortress [ev1:0123456789abcdef]."
+    ok = "The birthplace of Toru was shelled by the cruiser Aldmere [ev1:0123456789abcdef]."
     assert check_claims(ok, lambda _id: ev, None) == []
-    bad = ok.replace("B-29 Superfortress", "Lancaster")
+    bad = ok.replace("Aldmere", "Brightwater")
     assert [f.reason for f in check_claims(bad, lambda _id: ev, None)] == [
-        "not in the cited text: Lancaster"
+        "not in the cited text: Brightwater"
     ]
 
 
@@ -156,9 +157,9 @@ def test_llm_schemas_bound_and_enum() -> None:
     assert "at most 300 characters" in str(Action.model_json_schema())
     # the bound copied into the text by a small model is dropped, the content kept
     echo = Action.model_validate(
-        {"action": "finish", "thought": "The band formed in Seattle is at most 300 characters."}
+        {"action": "finish", "thought": "The band formed in Port Ellery is at most 300 characters."}
     )
-    assert echo.thought == "The band formed in Seattle."
+    assert echo.thought == "The band formed in Port Ellery."
     Notes = notes_model(ids)
     schema = str(Notes.model_json_schema())
     assert ids[0] in schema and "enum" in schema
@@ -199,19 +200,18 @@ def test_plan_normalization_and_batches() -> None:
 
 
 def test_a_query_asked_twice_runs_once() -> None:
-    twice = "What is the name of the first president of the American Psychological Association?"
+    twice = "What is the name of the first president of the Marsh Ecology Guild?"
     plan = ResearchPlan.model_validate(
         {
             "task_analysis": "a",
             "queries": [
-                {"id": "a", "query": "Which association publishes the Journal?"},
+                {"id": "a", "query": "Which guild prints the Review?"},
                 {"id": "b", "query": twice, "depends_on": ["a"]},
                 {"id": "c", "query": "When was it founded?", "depends_on": ["e"]},
                 {"id": "d", "query": twice.upper().replace("?", " ?"), "depends_on": ["b"]},
                 {
                     "id": "e",
-                    "query": "what is the name of the first President of the American "
-                    "Psychological Association",
+                    "query": "what is the name of the first President of the Marsh Ecology Guild",
                 },
             ],
         }
@@ -226,9 +226,9 @@ def _plan_text(*queries: dict[str, Any]) -> str:
 
 
 def test_salvage_keeps_the_complete_queries_of_a_cut_plan() -> None:
-    q1 = {"id": "q1", "query": "Who was David Jones (rugby)?", "purpose": "who"}
-    q2 = {"id": "q2", "query": "Which other sport did he play?", "depends_on": ["q1"]}
-    q3 = {"id": "q3", "query": "When was that sport started?", "depends_on": ["q2"]}
+    q1 = {"id": "q1", "query": "Who was Edwin Marsh (rower)?", "purpose": "who"}
+    q2 = {"id": "q2", "query": "Which other club did he row for?", "depends_on": ["q1"]}
+    q3 = {"id": "q3", "query": "When was that club founded?", "depends_on": ["q2"]}
     text = _plan_text(q1, q2, q3)
     cut = text[: text.index('"When was')]  # the token limit, inside the third query
     with pytest.raises(ValidationError):
@@ -247,7 +247,11 @@ def test_salvage_keeps_the_complete_queries_of_a_cut_plan() -> None:
 
 def test_salvage_skips_invalid_queries_and_finds_nothing_where_nothing_is() -> None:
     bad = {"id": "q1", "query": "?"}  # too short to search
-    good = {"id": "q2", "query": "When was rugby league started?", "preferred_tool": "explore"}
+    good = {
+        "id": "q2",
+        "query": "When was the Corran Rowing Club founded?",
+        "preferred_tool": "explore",
+    }
     plan = salvage_plan(_plan_text(bad, good))
     assert plan is not None and [q.query for q in plan.queries] == [good["query"]]
     assert salvage_plan(_plan_text(bad)) is None
@@ -258,42 +262,43 @@ def test_salvage_skips_invalid_queries_and_finds_nothing_where_nothing_is() -> N
 
 def test_plan_queries_copied_from_elsewhere_are_dropped() -> None:
     """What the 1.5B planner did: a query lifted from the prompt's wording, not the question."""
-    question = "Who was the first president of the association that publishes the Journal X?"
+    question = "Who was the first warden of the guild that prints the Tidewater Review?"
     plan = ResearchPlan.model_validate(
         {
             "task_analysis": "a",
             "queries": [
-                {"id": "q1", "query": "Which association publishes the Journal X?"},
+                {"id": "q1", "query": "Which guild prints the Tidewater Review?"},
                 {"id": "q2", "query": "Where was the founder of product P born?"},
                 {
                     "id": "q3",
-                    "query": "Who chaired the Psychological Society?",
+                    "query": "Who chaired the Marsh Ecology Guild?",
                     "depends_on": ["q2"],
                 },
             ],
         }
     )
+    found = "The Marsh Ecology Guild prints the Tidewater Review."
     # max_queries=2: the question itself is not appended after the two grounded queries
-    grounded = ground_plan(plan, question, "The Psychological Society publishes Journal X.", 2)
+    grounded = ground_plan(plan, question, found, 2)
     assert [q.query for q in grounded.queries] == [
-        "Which association publishes the Journal X?",
-        "Who chaired the Psychological Society?",  # grounded by the discovery results
+        "Which guild prints the Tidewater Review?",
+        "Who chaired the Marsh Ecology Guild?",  # grounded by the discovery results
     ]
     assert grounded.queries[1].depends_on == []  # its dropped dependency is gone
     guessed = plan.model_copy(
         update={
             "components": [
-                "The first president of the association was Judith Viorst.",  # a guess
-                "Name of the association",
-                "Year the Psychological Society was founded",
+                "The first warden of the guild was Hollis Crane.",  # a guess
+                "Name of the guild",
+                "Year the Marsh Ecology Guild was founded",
             ],
             "constraints": ["Only sources after 2001", "Ignore Wikipedia"],
         }
     )
-    kept = ground_plan(guessed, question, "The Psychological Society publishes Journal X.")
+    kept = ground_plan(guessed, question, found)
     assert kept.components == [
-        "Name of the association",
-        "Year the Psychological Society was founded",
+        "Name of the guild",
+        "Year the Marsh Ecology Guild was founded",
     ]
     assert kept.constraints == ["Only sources after 2001"]
     nothing = ground_plan(plan, "Qqq zzz?", "")
@@ -342,34 +347,34 @@ def test_an_uncited_sentence_that_asserts_facts_is_flagged() -> None:
     from core.research.citations import check_claims, excerpt
 
     ev_id = "ev1:" + "d" * 16
-    ev = evidence(ev_id, "Adobe reported revenue of $17,606 million in fiscal 2022.")
+    ev = evidence(ev_id, "Corvane reported revenue of $9,412 million in fiscal 2022.")
     md = (
-        f"Adobe reported revenue of $17,606 million [{ev_id}]. Its margin rose to 36.8% in 2022.\n"
-        "The passage states that Adobe Sensei drove the growth.\n"
-        "The passages do not state Adobe's operating margin for 2021.\n"
-        "## Adobe in 2022\n| Revenue | 17,606 |\nThis is useful context.\n"
-        f"Revenue was reported in fiscal 2022. Adobe reported it [{ev_id}]."
+        f"Corvane reported revenue of $9,412 million [{ev_id}]. Its margin rose to 31.4% in 2022.\n"
+        "The passage states that Corvane Pulse drove the growth.\n"
+        "The passages do not state Corvane's operating margin for 2021.\n"
+        "## Corvane in 2022\n| Revenue | 9,412 |\nThis is useful context.\n"
+        f"Revenue was reported in fiscal 2022. Corvane reported it [{ev_id}]."
     )
     flagged = check_claims(md, {ev_id: ev}.get, None)
     assert [(excerpt(f.sentence), f.reason, f.evidence_ids) for f in flagged] == [
         (
-            "Its margin rose to 36.8% in 2022.",
-            "no citation, and not in the line's cited text: 36.8",
+            "Its margin rose to 31.4% in 2022.",
+            "no citation, and not in the line's cited text: 31.4",
             [],
         ),
-        ("The passage states that Adobe Sensei drove the growth.", "no citation", []),
+        ("The passage states that Corvane Pulse drove the growth.", "no citation", []),
     ]
     # restating the question asserts nothing new
-    question = "What was Adobe's margin in 2022?"
-    restated = "To find Adobe's margin in 2022, we read the filing. Adobe Sensei helped."
+    question = "What was Corvane's margin in 2022?"
+    restated = "To find Corvane's margin in 2022, we read the filing. Corvane Pulse helped."
     (flag,) = check_claims(restated, {ev_id: ev}.get, None, question)
-    assert flag.sentence == "Adobe Sensei helped."
+    assert flag.sentence == "Corvane Pulse helped."
     assert excerpt(f"A claim [{ev_id}]. ⚠") == "A claim."
     # a title the writer copies is backed by the cited passage's document; abbreviations and
     # initials do not cut sentences
-    title = "ADOBE INC. — Form 10-K, fiscal year ended December 2, 2022"
+    title = "CORVANE SYSTEMS INC. — Form 10-K, fiscal year ended October 28, 2022"
     ev = evidence(ev_id, "Revenue rose in fiscal 2022.", title=title, pages=(6,))
-    line = f"- [{ev_id}] ADOBE INC. — Form 10-K, fiscal year ended December 2, 2022, p. 6: rose."
+    line = f"- [{ev_id}] {title}, p. 6: rose."
     assert check_claims(line, {ev_id: ev}.get, None) == []
     assert excerpt("word " * 40, chars=20) == "word word word word…"
 
@@ -388,53 +393,54 @@ def test_an_initial_does_not_end_the_sentence_a_citation_checks() -> None:
     from core.research.citations import check_claims
 
     ev_id = "ev1:" + "c" * 16
-    ev = evidence(ev_id, "G. Stanley Hall wrote Adolescence in 1904.")
-    claim = f"The first president of the Northport Society was G. Stanley Hall [{ev_id}]."
+    ev = evidence(ev_id, "H. Orrin Vale wrote Marshlands in 1911.")
+    claim = f"The first president of the Northport Society was H. Orrin Vale [{ev_id}]."
     (flag,) = check_claims(claim, {ev_id: ev}.get, None)
-    assert flag.sentence == claim  # the whole sentence, not "Stanley Hall [...]."
+    assert flag.sentence == claim  # the whole sentence, not "Orrin Vale [...]."
     assert "Northport" in flag.reason and "Society" in flag.reason
-    ok = f"G. Stanley Hall wrote Adolescence in 1904 [{ev_id}]. U.S. readers liked it."
+    ok = f"H. Orrin Vale wrote Marshlands in 1911 [{ev_id}]. U.S. readers liked it."
     assert check_claims(ok, {ev_id: ev}.get, None) == []
 
 
-ADOBE = (
-    "Adobe Experience Platform is the foundation of our Adobe Experience Cloud products, with "
-    "an open system that transforms user data from across Adobe solutions and third-party "
-    "software into robust customer profiles. Adobe customer profiles are updated in real time "
-    "and include AI-driven insights to deliver the right customer experiences across channels."
+FILING = (
+    "Harbor Ledger is the foundation of our Corvane Freight products, with a shared record "
+    "that turns shipment data from across Corvane tools and partner software into complete "
+    "cargo histories. Corvane cargo histories are updated as each vessel reports and include "
+    "route forecasts to plan the right berth for every arrival at the port."
 )
 
 
 def test_a_verbatim_quotation_gets_its_passage_citation() -> None:
-    """What the 1.5B writer did on FinanceBench: a passage pasted in quotation marks, uncited,
+    """What the 1.5B writer did on annual reports: a passage pasted in quotation marks, uncited,
     every sentence of it flagged."""
-    texts = {"E1": "Revenue grew 12% in fiscal 2022.", "E2": ADOBE}
-    pasted = " ".join(ADOBE.split()[:30])  # the writer saw the passage with spaces flattened
+    texts = {"E1": "Revenue grew 12% in fiscal 2022.", "E2": FILING}
+    pasted = " ".join(FILING.split()[:30])  # the writer saw the passage with spaces flattened
     draft = f'The filing says that "{pasted}" and more. Margins improved [E1].'
     got = cite_quotations(draft, texts)
     assert got == f'The filing says that "{pasted}" [E2] and more. Margins improved [E1].'
     # curly marks, a trailing ellipsis, other case and line breaks in the passage still match
-    curly = f"It reads “{ADOBE.split('. ')[1].upper()}…”."
+    curly = f"It reads “{FILING.split('. ')[1].upper()}…”."
     assert cite_quotations(curly, texts).endswith("…” [E2].")
     # left alone: a quotation already cited, one too short, and one that no passage holds
     for kept in (
         f'The filing says "{pasted}" [E2].',
         f'The filing says "{pasted}", [E1].',
-        'They call it "an open system".',
-        '"Adobe customer profiles are updated every hour with AI-driven insights."',
+        'They call it "a shared record".',
+        '"Corvane cargo histories are updated every hour with route forecasts."',
         f'Unclosed "{pasted}',
     ):
         assert cite_quotations(kept, texts) == kept
 
 
 def test_a_cited_quotation_clears_the_uncited_flags_of_its_sentences() -> None:
-    ev = evidence("ev1:0123456789abcdef", ADOBE, title="ADOBE INC. 10-K", pages=(6,))
-    draft = f'Adobe describes its platform: "{ADOBE}"'
-    before = check_claims(draft, lambda _id: None, None, "Does Adobe have margins?")
+    ev = evidence("ev1:0123456789abcdef", FILING, title="CORVANE SYSTEMS INC. 10-K", pages=(6,))
+    draft = f'Corvane describes its platform: "{FILING}"'
+    question = "How does Corvane track its cargo?"
+    before = check_claims(draft, lambda _id: None, None, question)
     assert before and all(f.reason.startswith("no citation") for f in before)
-    cited = cite_quotations(draft, {"ev1:0123456789abcdef": ADOBE})
+    cited = cite_quotations(draft, {"ev1:0123456789abcdef": FILING})
     assert cited.endswith('" [ev1:0123456789abcdef]')
-    assert check_claims(cited, lambda _id: ev, None, "Does Adobe have margins?") == []
+    assert check_claims(cited, lambda _id: ev, None, question) == []
 
 
 def test_a_sentence_keeps_the_citations_that_hold_what_it_says() -> None:
@@ -442,42 +448,42 @@ def test_a_sentence_keeps_the_citations_that_hold_what_it_says() -> None:
 
     a, b, c = ("ev1:" + x * 16 for x in "abc")
     passages = {
-        a: evidence(a, "Victoria Falls lies in Zimbabwe."),
-        b: evidence(b, "The Bubye River is in Zimbabwe."),
-        c: evidence(c, "Hopetoun Falls is in Australia."),
+        a: evidence(a, "Corran Falls lies in Valdoria."),
+        b: evidence(b, "The Marrow River is in Valdoria."),
+        c: evidence(c, "Tessel Falls is in Ostmark."),
     }
     text = (
-        f"**Answer:** Victoria Falls [{a}][{b}].\n\n"
-        f"Victoria Falls is in Zimbabwe [{b}] [{a}][{c}].\n"
-        f"The Bubye River and Victoria Falls are in Zimbabwe [{a}][{b}].\n"
-        f"It is in Zimbabwe [{a}]."
+        f"**Answer:** Corran Falls [{a}][{b}].\n\n"
+        f"Corran Falls is in Valdoria [{b}] [{a}][{c}].\n"
+        f"The Marrow River and Corran Falls are in Valdoria [{a}][{b}].\n"
+        f"It is in Valdoria [{a}]."
     )
     assert narrow_citations(text, passages.get, keep_lines="**Answer:**") == (
         # the answer line cites its hops; a claim no one passage holds keeps both parts
-        f"**Answer:** Victoria Falls [{a}][{b}].\n\n"
-        f"Victoria Falls is in Zimbabwe [{a}].\n"
-        f"The Bubye River and Victoria Falls are in Zimbabwe [{a}][{b}].\n"
-        f"It is in Zimbabwe [{a}]."
+        f"**Answer:** Corran Falls [{a}][{b}].\n\n"
+        f"Corran Falls is in Valdoria [{a}].\n"
+        f"The Marrow River and Corran Falls are in Valdoria [{a}][{b}].\n"
+        f"It is in Valdoria [{a}]."
     )
-    assert narrow_citations(text, passages.get).startswith(f"**Answer:** Victoria Falls [{a}].")
+    assert narrow_citations(text, passages.get).startswith(f"**Answer:** Corran Falls [{a}].")
 
 
 def test_a_sentence_naming_what_its_citations_lack_also_cites_a_fetched_passage_holding_it() -> (
     None
 ):
-    """MuSiQue 689512: "The bomb dropped on Akinoshu Kenji's birthplace was the Enola Gay"
-    cited the Enola Gay passage only; the passage on Akinoshu Kenji was fetched beside it."""
+    """A sentence naming a person and a ship cited the ship's passage only; the passage on the
+    person was fetched beside it."""
     from core.research.citations import complete_citations
 
-    gay, kenji, film, hiro, other = ("ev1:" + x * 16 for x in "abcde")
+    ship, toru, film, town, other = ("ev1:" + x * 16 for x in "abcde")
     passages = {
-        gay: evidence(gay, "The Enola Gay dropped the first atomic bomb."),
-        film: evidence(film, "Akinoshu Kenji starred in a film."),
-        kenji: evidence(kenji, "Akinoshū Kenji was a sumo wrestler born in Hiroshima."),
-        hiro: evidence(hiro, "Hiroshima is a city in Japan."),
-        other: evidence(other, "The B-29 Superfortress was built by Boeing."),
+        ship: evidence(ship, "The cruiser Aldmere shelled the harbour forts."),
+        film: evidence(film, "Morikawa Toru starred in a film."),
+        toru: evidence(toru, "Morikawa Tōru was a rower born in Kitahama."),
+        town: evidence(town, "Kitahama is a town in Japan."),
+        other: evidence(other, "The cruiser was built at the Corran yard."),
     }
-    fetched = [film, kenji, hiro, other, gay]
+    fetched = [film, toru, town, other, ship]
 
     def complete(text: str, most: int = 2) -> tuple[str, dict[str, list[str]]]:
         return complete_citations(text, passages.get, fetched, most=most)
@@ -485,83 +491,81 @@ def test_a_sentence_naming_what_its_citations_lack_also_cites_a_fetched_passage_
     # a passage holding all the sentence says is taken over one holding only what it lacks,
     # even one the report cites already; the claim check then finds all it names in what it
     # cites
-    born = f"Sources say Akinoshu Kenji was born in Hiroshima [{hiro}]."
-    done = f"Sources say Akinoshu Kenji was born in Hiroshima [{hiro}][{kenji}]."
-    assert complete(f"**Answer:** Kenji [{film}].\n\n{born} It [{other}].") == (
-        f"**Answer:** Kenji [{film}].\n\n{done} It [{other}].",
+    born = f"Sources say Morikawa Toru was born in Kitahama [{town}]."
+    done = f"Sources say Morikawa Toru was born in Kitahama [{town}][{toru}]."
+    assert complete(f"**Answer:** Toru [{film}].\n\n{born} It [{other}].") == (
+        f"**Answer:** Toru [{film}].\n\n{done} It [{other}].",
         {},
     )
     assert check_claims(done, passages.get, None) == []
     # a sentence whose names only the added passage and the writer's together hold gets the
     # passage, and is flagged: that they link as it says is not checked
-    bomb = f"The bomb dropped on Akinoshu Kenji's birthplace was the Enola Gay [{gay}]."
-    text, assembled = complete(bomb)
-    assert text == bomb.replace(f"[{gay}]", f"[{gay}][{film}]")
-    assert assembled == {text: ["Akinoshu", "Kenji"]}
+    shelled = f"The ship that shelled Morikawa Toru's birthplace was the Aldmere [{ship}]."
+    text, assembled = complete(shelled)
+    assert text == shelled.replace(f"[{ship}]", f"[{ship}][{film}]")
+    assert assembled == {text: ["Morikawa", "Toru"]}
     assert [f.reason for f in check_claims(text, passages.get, None, assembled=assembled)] == [
-        "its own citations lack Akinoshu, Kenji; the passages added for them do not hold the "
+        "its own citations lack Morikawa, Toru; the passages added for them do not hold the "
         "whole claim"
     ]
     # two passages together, when no one holds all it lacks; never more than ``most``
-    two = f"Akinoshu Kenji starred in a film in Japan [{gay}]."
-    assert complete(two)[0] == f"Akinoshu Kenji starred in a film in Japan [{gay}][{film}][{hiro}]."
+    two = f"Morikawa Toru starred in a film in Japan [{ship}]."
+    assert complete(two)[0] == f"Morikawa Toru starred in a film in Japan [{ship}][{film}][{town}]."
     assert complete(two, most=1) == (two, {})
-    # of passages holding as much of it, one the report cites already ("Hello Love (song)"
-    # over "Say Hello 2 Heaven")
-    starred = f"Then Akinoshu Kenji starred [{gay}]."
-    assert complete(starred)[0] == f"Then Akinoshu Kenji starred [{gay}][{film}]."
-    wrestled = f"He wrestled [{kenji}]. "
-    assert (
-        complete(wrestled + starred)[0]
-        == f"{wrestled}Then Akinoshu Kenji starred [{gay}][{kenji}]."
-    )
+    # of passages holding as much of it, one the report cites already
+    starred = f"Then Morikawa Toru starred [{ship}]."
+    assert complete(starred)[0] == f"Then Morikawa Toru starred [{ship}][{film}]."
+    rowed = f"He rowed [{toru}]. "
+    assert complete(rowed + starred)[0] == f"{rowed}Then Morikawa Toru starred [{ship}][{toru}]."
     # what no fetched passage holds is left for the claim check to flag
-    made_up = f"Akinoshu Kenji flew the Enola Gay in 1952 [{gay}]."
+    made_up = f"Morikawa Toru sailed the Aldmere in 1952 [{ship}]."
     assert complete(made_up) == (made_up, {})
     assert [f.reason for f in check_claims(made_up, passages.get, None)] == [
-        "not in the cited text: 1952, Kenji"
+        "not in the cited text: 1952, Toru"
     ]
     # an uncited sentence is the claim check's to judge
-    bare = "Akinoshu Kenji was born in Hiroshima."
+    bare = "Morikawa Toru was born in Kitahama."
     assert complete(bare) == (bare, {})
 
 
 def test_the_answer_line_is_checked_as_the_answer_to_the_question(embedder: Any) -> None:
-    """Three words are unlike any passage: "**Answer:** 6.8 inches (17.3 cm)" had similarity
-    0.04 with the passage stating it, and was flagged; as the question's answer it is close."""
+    """Three words are unlike any passage: an answer line of a measure alone has almost no
+    similarity with the passage stating it, and was flagged; as the question's answer it is
+    close."""
     ev_id = "ev1:" + "5" * 16
-    seattle = evidence(
+    town = evidence(
         ev_id,
-        "Seattle typically receives some snowfall on an annual basis but heavy snow is rare. "
-        "Average annual snowfall, as measured at Sea-Tac Airport, is 6.8 inches (17.3 cm). "
-        "Single calendar-day snowfall of six inches or greater has occurred on only 15 days.",
-        title="Seattle",
+        "Port Ellery sees some frost each winter but hard freezes are rare. "
+        "Average annual rainfall, as measured at the harbour station, is 41.2 inches (104.6 cm). "
+        "Rain on more than twenty days of one month has been recorded only four times.",
+        title="Port Ellery",
     )
-    question = "What is the usual average snowfall in the city where Pearl Jam were formed?"
-    line = f"**Answer:** 6.8 inches (17.3 cm) [{ev_id}]."
-    alone = check_claims(line, {ev_id: seattle}.get, embedder.embed, question)
+    question = "What is the usual yearly rainfall in the town where the Corran Rowing Club began?"
+    line = f"**Answer:** 41.2 inches (104.6 cm) [{ev_id}]."
+    alone = check_claims(line, {ev_id: town}.get, embedder.embed, question)
     assert [f.reason.split(" (")[0] for f in alone] == ["weak match with the cited text"]
-    assert check_claims(line, {ev_id: seattle}.get, embedder.embed, question, "**Answer:**") == []
+    assert check_claims(line, {ev_id: town}.get, embedder.embed, question, "**Answer:**") == []
     # an answer its passage does not hold is still flagged, as the answer it is
-    wrong = line.replace("6.8 inches (17.3 cm)", "12 inches")
+    wrong = line.replace("41.2 inches (104.6 cm)", "12 inches")
     reasons = [
-        f.reason for f in check_claims(wrong, {ev_id: seattle}.get, None, question, "**Answer:**")
+        f.reason for f in check_claims(wrong, {ev_id: town}.get, None, question, "**Answer:**")
     ]
     assert reasons == ["not in the cited text: 12"]
 
 
 def test_a_place_is_held_by_its_demonym_and_the_other_way_round() -> None:
-    """The 1.5B answered "Norway" from "the Norwegian playwright Henrik Ibsen", and was flagged."""
+    """The 1.5B answered a country from a passage naming only its demonym ("the Danish
+    playwright"), and was flagged."""
     ev_id = "ev1:" + "6" * 16
-    brand = evidence(
-        ev_id, "Brand is a play by the Norwegian playwright Henrik Ibsen, set in Rome."
+    play = evidence(
+        ev_id, "The Salt Ledger is a play by the Danish playwright Oda Brenner, set in Venice."
     )
-    get = {ev_id: brand}.get
-    assert check_claims(f"Ibsen was a citizen of Norway [{ev_id}].", get, None) == []
-    assert check_claims(f"Brand is set in a Roman town [{ev_id}].", get, None) == []
-    flagged = check_claims(f"Ibsen was a citizen of Sweden [{ev_id}].", get, None)
-    assert [f.reason for f in flagged] == ["not in the cited text: Sweden"]
+    get = {ev_id: play}.get
+    assert check_claims(f"Brenner was a citizen of Denmark [{ev_id}].", get, None) == []
+    assert check_claims(f"The Salt Ledger is set in a Venetian town [{ev_id}].", get, None) == []
+    flagged = check_claims(f"Brenner was a citizen of Finland [{ev_id}].", get, None)
+    assert [f.reason for f in flagged] == ["not in the cited text: Finland"]
     # whole words only: "romance" does not name Rome
-    novel = evidence(ev_id, "Brand is a romance by a playwright.")
-    flagged = check_claims(f"Brand is set in Rome [{ev_id}].", {ev_id: novel}.get, None)
+    novel = evidence(ev_id, "The Salt Ledger is a romance by a playwright.")
+    flagged = check_claims(f"The Salt Ledger is set in Rome [{ev_id}].", {ev_id: novel}.get, None)
     assert [f.reason for f in flagged] == ["not in the cited text: Rome"]
