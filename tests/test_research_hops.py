@@ -45,33 +45,33 @@ def _results(app: Sourcebook, task: str, prefix: str) -> list[list[str]]:
 
 def test_focus_terms_keep_what_is_new() -> None:
     got = focus_terms(
-        "What is the name of the waterfall in the country where the Bubye River is found?",
-        "Where is the Bubye River located?",
-        "The Bubye River is located in Zimbabwe.",
+        "Which bridge spans the river of the province where the Marrow Canal is charted?",
+        "Where is the Marrow Canal located?",
+        "The Marrow Canal is located in Ostmark.",
     )
-    assert got == "waterfall country found Zimbabwe"
-    assert focus_terms("Where is the Bubye River?", "Where is the Bubye River?", "") == ""
+    assert got == "bridge spans river province charted Ostmark"
+    assert focus_terms("Where is the Marrow Canal?", "Where is the Marrow Canal?", "") == ""
 
 
 def test_on_topic_findings_are_about_the_query() -> None:
     n = ResearchNotes(
         query_id="q2",
-        query="Where is the Bubye River located?",
+        query="Where is the Marrow River located?",
         findings=[
-            Finding(claim="The Fowler River is located in New Hampshire.", evidence_ids=["a"]),
-            Finding(claim="The Bubye River is located in Zimbabwe.", evidence_ids=["b"]),
-            Finding(claim="Hopetoun Falls is a waterfall.", evidence_ids=["c"]),
+            Finding(claim="The Tarn River is located in Westmarch.", evidence_ids=["a"]),
+            Finding(claim="The Marrow River is located in Ostmark.", evidence_ids=["b"]),
+            Finding(claim="Tessel Falls is a waterfall.", evidence_ids=["c"]),
         ],
     )
     assert [f.evidence_ids for f in n.on_topic()] == [["b"]]
-    assert "Fowler" not in n.compressed(on_topic=True) and "Fowler" in n.compressed()
-    assert ResearchNotes(query_id="x", query="Bubye", findings=n.findings[2:]).on_topic() == []
-    assert names("The Bubye River flows into the Limpopo. It rises near West Nicholson.") == {
-        "bubye",
+    assert "Tarn" not in n.compressed(on_topic=True) and "Tarn" in n.compressed()
+    assert ResearchNotes(query_id="x", query="Marrow", findings=n.findings[2:]).on_topic() == []
+    assert names("The Marrow River flows into the Ostwater. It rises near East Hadley.") == {
+        "marrow",
         "river",
-        "limpopo",
-        "west",
-        "nicholson",
+        "ostwater",
+        "east",
+        "hadley",
     }
 
 
@@ -207,8 +207,8 @@ def test_discover_expands_through_the_graph_inside_the_boundary(
 
 def test_a_gap_is_searched_for_what_it_says_is_missing() -> None:
     assert (
-        gap_query("The country where the composer was a citizen is not mentioned in the passages.")
-        == "The country where the composer was a citizen"
+        gap_query("The town where the architect was born is not mentioned in the passages.")
+        == "The town where the architect was born"
     )
     assert gap_query("The founding year is not explicitly stated in the given passages") == (
         "The founding year"
@@ -219,8 +219,8 @@ def test_a_gap_is_searched_for_what_it_says_is_missing() -> None:
     )
     # anything else is kept whole: a claim, a qualified negation, a question, too little left
     for kept in (
-        "The Bubye River is not the Barcoongere River",
-        "The author is not explicitly stated to be a citizen of Norway in the given passages",
+        "The Marrow River is not the Tarn River",
+        "The architect is not explicitly stated to be a citizen of Ostmark in the given passages",
         "Where did Ellen Park study?",
         "It is not mentioned",
     ):
