@@ -18,18 +18,22 @@ from core.research.trail import TRAIL_HEADING, trail_lines, trail_section
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
-QUESTION = "What is the name of the waterfall in the country where the Bubye River is found?"
-BUBYE = "ev1:" + "b" * 16
-FALLS = "ev1:" + "f" * 16
-FOWLER = "ev1:" + "c" * 16
-ARNOLD = "ev1:" + "a" * 16
+QUESTION = "Which lighthouse stands in the province where the Marrow Canal is found?"
+CANAL = "ev1:" + "b" * 16
+LIGHT = "ev1:" + "f" * 16
+TARN = "ev1:" + "c" * 16
+ACTOR = "ev1:" + "a" * 16
 PASSAGES = {
-    BUBYE: evidence(BUBYE, "The Bubye River is a river in southern Zimbabwe.", title="Bubye River"),
-    FALLS: evidence(
-        FALLS, "Victoria Falls lies on the border of Zambia and Zimbabwe.", title="Victoria Falls"
+    CANAL: evidence(
+        CANAL, "The Marrow Canal is a canal in northern Ostmark.", title="Marrow Canal"
     ),
-    FOWLER: evidence(FOWLER, "The Fowler River is in New Hampshire.", title="Fowler River"),
-    ARNOLD: evidence(ARNOLD, "Arnold Schwarzenegger is an actor.", title="Arnold Schwarzenegger"),
+    LIGHT: evidence(
+        LIGHT,
+        "Kessel Light stands on the shore between Westmarch and Ostmark.",
+        title="Kessel Light",
+    ),
+    TARN: evidence(TARN, "The Tarn Canal is in Eastholm.", title="Tarn Canal"),
+    ACTOR: evidence(ACTOR, "Lorna Pike is an actor.", title="Lorna Pike"),
 }
 
 
@@ -54,54 +58,56 @@ def test_trail_gives_each_step_its_finding_cited_by_the_passages_holding_it() ->
     steps = [
         _step(
             "q1",
-            "Where is the Bubye River located?",
+            "Where is the Marrow Canal located?",
             # an off-topic neighbour the worker also noted is not the step's finding
-            ("The Fowler River is located in New Hampshire.", [FOWLER]),
-            # the passage about the falls does not name the Bubye: it is not cited for it
-            ("The Bubye River is located in Zimbabwe.", [FALLS, BUBYE]),
+            ("The Tarn Canal is located in Eastholm.", [TARN]),
+            # the passage about the lighthouse does not name the canal: it is not cited for it
+            ("The Marrow Canal is located in Ostmark.", [LIGHT, CANAL]),
         ),
         _step(
             "q2",
-            "What is the waterfall in Zimbabwe?",
-            ("Victoria Falls is the waterfall in Zimbabwe,", [FALLS]),  # the 1.5B's comma
+            "What is the lighthouse in Ostmark?",
+            ("Kessel Light is the lighthouse in Ostmark,", [LIGHT]),  # the 1.5B's comma
         ),
     ]
     assert _lines(steps) == [
-        f"The Bubye River is located in Zimbabwe. [{BUBYE}]",
-        f"Victoria Falls is the waterfall in Zimbabwe. [{FALLS}]",
+        f"The Marrow Canal is located in Ostmark. [{CANAL}]",
+        f"Kessel Light is the lighthouse in Ostmark. [{LIGHT}]",
     ]
     section = trail_section(_lines(steps))
-    assert section.startswith(f"{TRAIL_HEADING}\n\n- The Bubye River") and section.endswith("]\n")
+    assert section.startswith(f"{TRAIL_HEADING}\n\n- The Marrow Canal") and section.endswith("]\n")
     assert trail_section([]) == ""
 
 
 def test_trail_leaves_out_what_tells_nothing_or_is_not_borne_out() -> None:
     steps = [
         # restates its query: names nothing new
-        _step("q1", "Where is the Bubye River located?", ("The Bubye River is located.", [BUBYE])),
+        _step(
+            "q1", "Where is the Marrow Canal located?", ("The Marrow Canal is located.", [CANAL])
+        ),
         # says what is missing
         _step(
             "q2",
-            "Where is the Bubye River?",
-            ("The Bubye River's mouth in Zimbabwe is not stated.", [BUBYE]),
+            "Where is the Marrow Canal?",
+            ("The Marrow Canal's mouth in Ostmark is not stated.", [CANAL]),
         ),
         # its passage lacks the name it asserts
         _step(
             "q3",
-            "Where does the Bubye River flow?",
-            ("The Bubye River flows into Mozambique.", [BUBYE]),
+            "Where does the Marrow Canal flow?",
+            ("The Marrow Canal flows into Westmarch.", [CANAL]),
         ),
-        # no one passage holds all it names (the Bubye's lacks the falls, the falls' the Bubye)
+        # no one passage holds all it names (the canal's lacks the light, the light's the canal)
         _step(
             "q5",
-            "Where does the Bubye River end?",
-            ("The Bubye River ends at Victoria Falls in Zimbabwe.", [BUBYE, FALLS]),
+            "Where does the Marrow Canal end?",
+            ("The Marrow Canal ends at Kessel Light in Ostmark.", [CANAL, LIGHT]),
         ),
         # a failed worker's notes are not a finding
         _step(
             "q4",
-            "Which country has the Bubye River?",
-            ("The Bubye is in Zimbabwe.", [BUBYE]),
+            "Which province has the Marrow Canal?",
+            ("The Marrow is in Ostmark.", [CANAL]),
             failed=True,
         ),
     ]
@@ -111,51 +117,49 @@ def test_trail_leaves_out_what_tells_nothing_or_is_not_borne_out() -> None:
 def test_trail_leaves_out_where_to_look() -> None:
     tenk = "ev1:" + "d" * 16
     filing = evidence(
-        tenk, "Free cash flow was $5.9 billion in fiscal 2022.", title="Adobe Form 10-K 2022"
+        tenk, "Free cash flow was $2.3 billion in fiscal 2022.", title="Corvane Form 10-K 2022"
     )
-    query = "What was Adobe's free cash flow?"
+    query = "What was Corvane's free cash flow?"
     steps = [
         # names only the question and its passage's title
-        _step("q1", query, ("Adobe's free cash flow is given in the Form 10-K.", [tenk])),
-        _step("q2", query, ("In fiscal 2022, free cash flow was $5.9 billion.", [tenk])),
+        _step("q1", query, ("Corvane's free cash flow is given in the Form 10-K.", [tenk])),
+        _step("q2", query, ("In fiscal 2022, free cash flow was $2.3 billion.", [tenk])),
     ]
     got = trail_lines(
-        "What was Adobe's free cash flow in fiscal 2022?",
+        "What was Corvane's free cash flow in fiscal 2022?",
         steps,
         {tenk: filing}.get,
         None,
-        "Adobe files a Form 10-K each year.",
+        "Corvane files a Form 10-K each year.",
     )
-    assert got == [f"In fiscal 2022, free cash flow was $5.9 billion. [{tenk}]"]
+    assert got == [f"In fiscal 2022, free cash flow was $2.3 billion. [{tenk}]"]
 
 
 def test_trail_says_each_thing_once_and_only_about_the_question() -> None:
-    bubye = ("The Bubye River is located in Zimbabwe.", [BUBYE])
+    canal = ("The Marrow Canal is located in Ostmark.", [CANAL])
     steps = [
-        _step("q1", "Where is the Bubye River located?", bubye),
-        _step("g1", "Bubye River country", bubye),  # a follow-up finding the same again
+        _step("q1", "Where is the Marrow Canal located?", canal),
+        _step("g1", "Marrow Canal province", canal),  # a follow-up finding the same again
         # a worker asked only for "the author" found a name the question's chain never meets
-        _step(
-            "q2", "What is the author's name?", ("The author is Arnold Schwarzenegger.", [ARNOLD])
-        ),
-        # joined to the question through the line before it (Zimbabwe), not directly
+        _step("q2", "What is the author's name?", ("The author is Lorna Pike.", [ACTOR])),
+        # joined to the question through the line before it (Ostmark), not directly
         _step(
             "q3",
-            "Which waterfall is there?",
-            ("Victoria Falls is the waterfall in Zimbabwe.", [FALLS]),
+            "Which lighthouse is there?",
+            ("Kessel Light is the lighthouse in Ostmark.", [LIGHT]),
         ),
     ]
     assert _lines(steps) == [
-        f"The Bubye River is located in Zimbabwe. [{BUBYE}]",
-        f"Victoria Falls is the waterfall in Zimbabwe. [{FALLS}]",
+        f"The Marrow Canal is located in Ostmark. [{CANAL}]",
+        f"Kessel Light is the lighthouse in Ostmark. [{LIGHT}]",
     ]
     # what the report already states from the same passage is not repeated
-    report = f"The Bubye River is in Zimbabwe [{BUBYE}]."
-    assert _lines(steps, report, (BUBYE,)) == [
-        f"Victoria Falls is the waterfall in Zimbabwe. [{FALLS}]"
+    report = f"The Marrow Canal is in Ostmark [{CANAL}]."
+    assert _lines(steps, report, (CANAL,)) == [
+        f"Kessel Light is the lighthouse in Ostmark. [{LIGHT}]"
     ]
     # the same words from another passage still give the step its source
-    assert len(_lines(steps, report, (FALLS,))) == 2
+    assert len(_lines(steps, report, (LIGHT,))) == 2
 
 
 def test_report_ends_with_the_trail_the_writer_left_out(research_app: Sourcebook) -> None:
