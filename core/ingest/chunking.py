@@ -27,6 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from core.text import (
+    sentence_ranges as sentence_ranges,
+)  # re-exported: some callers import it from here
 from graph.ids import passage_id, span_id
 from graph.schemas import Passage, Span
 
@@ -39,14 +42,6 @@ BLOCK_SEPARATOR = "\n\n"
 HARD_HEADING_LEVEL = 2
 """Headings at this level or above (1 = top) always start a new passage."""
 
-# Sentence ends: punctuation, optional closing quotes/brackets, whitespace, then a likely start.
-_SENT_END = re.compile(r"[.!?…]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9•·\-–])")
-_ABBREV_TEXT = (
-    "mr mrs ms dr prof sr jr st mt no nos vs etc inc corp co ltd llc plc fig figs eq eqs "
-    "al e.g i.e cf approx dept univ gov jan feb mar apr jun jul aug sep sept oct nov dec "
-    "u.s u.k u.n a.m p.m ph.d op vol pp ch sec art ed eds rev gen col lt sgt capt"
-)
-_ABBREV = frozenset(_ABBREV_TEXT.split())
 _WORD = re.compile(r"\S+")
 
 
@@ -77,36 +72,6 @@ class _Unit:
 class ChunkResult:
     text: str
     passages: list[Passage]
-
-
-def sentence_ranges(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
-    """Sentence ranges inside ``text[start:end]``, trimmed of surrounding whitespace."""
-    end = len(text) if end is None else end
-    out: list[tuple[int, int]] = []
-    pos = start
-    for m in _SENT_END.finditer(text, start, end):
-        cut = m.start()
-        # the token before the punctuation: skip abbreviations and initials ("J. Smith")
-        ws = text.rfind(" ", pos, cut) + 1
-        token = text[max(ws, pos) : cut].lower().lstrip("(\"'“")
-        if token in _ABBREV or (len(token) == 1 and token.isalpha()):
-            continue
-        if text[cut] == "." and token.replace(".", "").isdigit() and text[m.end()].isdigit():
-            continue  # "1. 2. 3." numbered items stay with their text
-        seg_end = m.end()
-        while seg_end > pos and text[seg_end - 1].isspace():
-            seg_end -= 1
-        if seg_end > pos:
-            out.append((pos, seg_end))
-        pos = m.end()
-    while pos < end and text[pos].isspace():
-        pos += 1
-    tail = end
-    while tail > pos and text[tail - 1].isspace():
-        tail -= 1
-    if tail > pos:
-        out.append((pos, tail))
-    return out
 
 
 def _line_ranges(text: str, start: int, end: int) -> list[tuple[int, int]]:
