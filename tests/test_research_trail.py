@@ -29,8 +29,8 @@ PASSAGES = {
     ),
     LIGHT: evidence(
         LIGHT,
-        "Kessel Light stands on the shore between Westmarch and Ostmark.",
-        title="Kessel Light",
+        "Kessel Tower stands on the shore between Westmarch and Ostmark.",
+        title="Kessel Tower",
     ),
     TARN: evidence(TARN, "The Tarn Canal is in Eastholm.", title="Tarn Canal"),
     ACTOR: evidence(ACTOR, "Lorna Pike is an actor.", title="Lorna Pike"),
@@ -67,12 +67,12 @@ def test_trail_gives_each_step_its_finding_cited_by_the_passages_holding_it() ->
         _step(
             "q2",
             "What is the lighthouse in Ostmark?",
-            ("Kessel Light is the lighthouse in Ostmark,", [LIGHT]),  # the 1.5B's comma
+            ("Kessel Tower is the lighthouse in Ostmark,", [LIGHT]),  # the 1.5B's comma
         ),
     ]
     assert _lines(steps) == [
         f"The Marrow Canal is located in Ostmark. [{CANAL}]",
-        f"Kessel Light is the lighthouse in Ostmark. [{LIGHT}]",
+        f"Kessel Tower is the lighthouse in Ostmark. [{LIGHT}]",
     ]
     section = trail_section(_lines(steps))
     assert section.startswith(f"{TRAIL_HEADING}\n\n- The Marrow Canal") and section.endswith("]\n")
@@ -97,11 +97,11 @@ def test_trail_leaves_out_what_tells_nothing_or_is_not_borne_out() -> None:
             "Where does the Marrow Canal flow?",
             ("The Marrow Canal flows into Westmarch.", [CANAL]),
         ),
-        # no one passage holds all it names (the canal's lacks the light, the light's the canal)
+        # no one passage holds all it names (the canal's lacks the tower, the tower's the canal)
         _step(
             "q5",
             "Where does the Marrow Canal end?",
-            ("The Marrow Canal ends at Kessel Light in Ostmark.", [CANAL, LIGHT]),
+            ("The Marrow Canal ends at Kessel Tower in Ostmark.", [CANAL, LIGHT]),
         ),
         # a failed worker's notes are not a finding
         _step(
@@ -146,17 +146,17 @@ def test_trail_says_each_thing_once_and_only_about_the_question() -> None:
         _step(
             "q3",
             "Which lighthouse is there?",
-            ("Kessel Light is the lighthouse in Ostmark.", [LIGHT]),
+            ("Kessel Tower is the lighthouse in Ostmark.", [LIGHT]),
         ),
     ]
     assert _lines(steps) == [
         f"The Marrow Canal is located in Ostmark. [{CANAL}]",
-        f"Kessel Light is the lighthouse in Ostmark. [{LIGHT}]",
+        f"Kessel Tower is the lighthouse in Ostmark. [{LIGHT}]",
     ]
     # what the report already states from the same passage is not repeated
     report = f"The Marrow Canal is in Ostmark [{CANAL}]."
     assert _lines(steps, report, (CANAL,)) == [
-        f"Kessel Light is the lighthouse in Ostmark. [{LIGHT}]"
+        f"Kessel Tower is the lighthouse in Ostmark. [{LIGHT}]"
     ]
     # the same words from another passage still give the step its source
     assert len(_lines(steps, report, (LIGHT,))) == 2
