@@ -31,6 +31,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from core.research.schemas import WITHHELD_ANSWER
+
 Dataset = Literal["musique", "financebench"]
 TARGETS = {"fetched_recall": 0.85, "citation_recall": 0.7, "f1_first": 0.35}
 RIGHT_F1 = 0.5  # first-sentence F1 at which an answer counts as right
@@ -301,7 +303,10 @@ def score_trust(
     claims = max(claim_count(markdown), flagged_claims)
     return QuestionTrust(
         answer_flagged=flagged,
-        asserted=bool(answer.first) and not flagged and status != "insufficient_evidence",
+        asserted=bool(answer.first)
+        and not flagged
+        and status != "insufficient_evidence"
+        and not markdown.lstrip().startswith(WITHHELD_ANSWER),
         right=right,
         answer_numeric_match=numeric,
         claims=claims,

@@ -24,6 +24,7 @@ from core.eval_metrics import (
     summarize_trust,
 )
 from core.research.citations import report_sentences
+from core.research.schemas import WITHHELD_ANSWER
 from core.service import Sourcebook
 
 SOURCES = "\n\n## Sources\n\n1. Bar Society — p. 1\n2. Baz River — p. 2\n"
@@ -96,6 +97,13 @@ def test_insufficient_evidence_run_abstains() -> None:
     assert _trust("", status="partial").asserted is False  # no answer line at all
     s = summarize_trust([t])
     assert (s.asserted, s.abstained, s.confidently_wrong) == (0, 1, 0)
+
+
+def test_a_withheld_answer_abstains_whatever_the_status() -> None:
+    md = f"{WITHHELD_ANSWER}\n\nThe society was founded in 1901 [1]." + SOURCES
+    for status in ("insufficient_evidence", "budget_exhausted", "partial_retrieval"):
+        t = _trust(md, status=status, flagged=1)
+        assert not t.asserted and not t.right, status
 
 
 def test_numeric_gold_answer_matched_or_missed_in_the_answer_sentence() -> None:

@@ -43,6 +43,7 @@ from core.research.prompts import fit_messages
 from core.research.researcher import run_worker
 from core.research.sanitize import renumber, sanitize_links, sources_section
 from core.research.schemas import (
+    WITHHELD_ANSWER,
     Boundary,
     CitationRecord,
     FlaggedClaim,
@@ -575,10 +576,7 @@ def _support_flags(
     return flagged
 
 
-WITHHELD = (
-    f"{writer.ANSWER_MARK} The sources read do not establish an answer: the one found is not "
-    "supported by the passages it cites (see Flagged claims)."
-)
+WITHHELD = WITHHELD_ANSWER
 
 
 def withhold_unsupported_answer(text: str, flagged: list[FlaggedClaim]) -> tuple[str, bool]:
@@ -639,15 +637,17 @@ def _status(ctx: RunContext, st: _State, notes: list[ResearchNotes]) -> RunStatu
             "A researcher ran out of its budget: "
             + ", ".join(f"{n.query_id} ({n.stop_reason})" for n in budget)
         )
-        return "budget_exhausted"
     errors = (
         [e for n in notes for e in n.tool_errors] + ctx.flags.tool_errors + ctx.flags.failed_workers
     )
     if errors:
         st.reasons.append("Some retrieval failed: " + "; ".join(dict.fromkeys(errors))[:500])
-        return "partial_retrieval"
-    if st.answer_withheld:
+    if st.answer_withheld:  # first: no answer is what the reader must see; the why follows
         return "insufficient_evidence"
+    if budget:
+        return "budget_exhausted"
+    if errors:
+        return "partial_retrieval"
     writer_fallback = any(r.startswith("The writer cited nothing") for r in st.reasons)
     if st.removed or st.flagged or writer_fallback:
         return "partial"

@@ -136,6 +136,13 @@ class Boundary(BaseModel):
     web: bool = False
 
 
+#: The answer line of a report whose answer failed its checks: no answer is stated.
+WITHHELD_ANSWER = (
+    "**Answer:** The sources read do not establish an answer: the one found is not supported "
+    "by the passages it cites (see Flagged claims)."
+)
+
+
 class ResearchLimits(BaseModel):
     """Hard limits of one run (defaults: the evidence-agent design)."""
 
