@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from core.ingest.chunking import sentence_ranges
 from core.library import Evidence
 from core.research.arithmetic import CONSTANTS, Calculation, calculations
 from core.research.schemas import FlaggedClaim, RemovedCitation
 from core.research.words import fold
+from core.text import MONTHS, NUMBER_RE, STOP_WORDS, figures, month_numbers, sentence_ranges
 from graph.ids import parse_evidence_id
 from graph.schemas import Document
 
@@ -40,86 +40,6 @@ TOKEN_RE = re.compile(TOKEN)
 # Anything in brackets that looks like an attempted evidence id but is malformed.
 LOOSE_RE = re.compile(r"\[\s*(ev\d*:[^\]\s]*)\s*\]")
 SIMILARITY_FLOOR = 0.2
-
-_MONTHS = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-]
-_STOP = set(
-    [
-        "the",
-        "a",
-        "an",
-        "this",
-        "that",
-        "these",
-        "those",
-        "it",
-        "its",
-        "in",
-        "on",
-        "at",
-        "of",
-        "for",
-        "and",
-        "or",
-        "but",
-        "by",
-        "with",
-        "from",
-        "as",
-        "to",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "has",
-        "have",
-        "had",
-        "not",
-        "no",
-        "yes",
-        "according",
-        "however",
-        "moreover",
-        "also",
-        "both",
-        "while",
-        "whereas",
-        "there",
-        "their",
-        "they",
-        "he",
-        "she",
-        "we",
-        "you",
-        "i",
-        "if",
-        "when",
-        "where",
-        "which",
-        "who",
-        "what",
-        "why",
-        "how",
-        "all",
-        "some",
-        "each",
-        "most",
-    ]
-)
 
 
 def citation_tokens(markdown: str) -> list[str]:
@@ -264,10 +184,6 @@ class CitationChecker:
 
 # ----------------------------------------------------------------------------- claim support
 
-# A sentence ends at . ! or ? before a space, but not at an initial: a name like "J. Edgar
-# Northcote" cut after "J." would leave the claim without its citation, so unchecked.
-_SENT_RE = re.compile(r"[^\n]+?(?:(?<!\b[A-Z])[.!?](?=\s|$)|$)", re.MULTILINE)
-_NUM_RE = re.compile(r"\d[\d,]*(?:\.\d+)?")
 _ID_TOKEN_RE = re.compile(r"\[(ev1:[0-9a-f]{16}(?:#\d+-\d+)?)\]")
 
 
@@ -284,10 +200,11 @@ _NUMERIC_DATE_RE = re.compile(
 
 
 def _has_month(month: str, cited: str) -> bool:
-    """A month name counts as present when the cited text names it, abbreviates it (Nov,
-    Sept) or writes a numeric date in that month (11/27/2007, 2007-11-27)."""
-    n = _MONTHS.index(month) + 1
-    if re.search(rf"\b{month[:3]}", cited):  # november, nov., sept
+    """A month name counts as present when the cited text names it or its short form as a
+    word (Nov, Sept; not the "mar" of "market") or writes a numeric date in that month
+    (11/27/2007, 2007-11-27)."""
+    n = MONTHS.index(month) + 1
+    if n in month_numbers(cited):
         return True
     return any(int(m.group(1) or m.group(2)) == n for m in _NUMERIC_DATE_RE.finditer(cited))
 
@@ -310,7 +227,7 @@ def _present(term: str, cited: str) -> bool:
     abbreviation or a numeric date, or for a place its demonym and the other way round (the
     claim's "France" is the passage's "French painter")."""
     t = _norm(term)
-    if t in _MONTHS:
+    if t in MONTHS:
         return _has_month(t, cited)
     if t in cited:
         return True
@@ -329,13 +246,13 @@ def key_terms(sentence: str) -> list[str]:
     plain = _ID_TOKEN_RE.sub(" ", sentence)
     plain = re.sub(r"^[\s>*#\-\d.)]+", " ", plain)  # list markers, headings
     plain = re.sub(r"^\s*step\s+\d+\s*[:.)]", " ", plain, flags=re.I)  # "Step 2:" numbers a step
-    terms: list[str] = [n.replace(",", "").rstrip(".") for n in _NUM_RE.findall(plain)]
+    terms: list[str] = figures(plain)
     words = re.findall(r"[^\W\d_](?:[^\W\d_]|['\-])+", plain)  # "Brückner", not "Br"
     for i, w in enumerate(words):
         low = w.lower()
-        if low in _MONTHS:
+        if low in MONTHS:
             terms.append(low)
-        elif w[0].isupper() and i > 0 and low not in _STOP and len(w) > 2:
+        elif w[0].isupper() and i > 0 and low not in STOP_WORDS and len(w) > 2:
             terms.append(re.sub(r"'s$", "", w, flags=re.I).strip("'"))  # ACME's names ACME
     return list(dict.fromkeys(t for t in terms if t))
 
@@ -682,7 +599,7 @@ def credibility(doc: Document, quotes: list[str], corroborating_docs: int) -> fl
     corroboration = min(1.0, corroborating_docs / 2)
     text = " ".join(quotes)
     words = max(1, len(text.split()))
-    specificity = min(1.0, 0.3 + 10 * len(_NUM_RE.findall(text)) / words)
+    specificity = min(1.0, 0.3 + 10 * len(NUMBER_RE.findall(text)) / words)
     bias = min(1.0, 20 * len(_BIAS.findall(text)) / words)
     score = (
         0.35 * authority
