@@ -18,23 +18,23 @@ from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
 PASSAGES = {
-    "Hello Love (song)": '"Hello Love" is a 1974 single by Hank Snow. It was his last number one.',
-    "Hank Snow": "Hank Snow was a country musician. He lived in Madison, Tennessee when he died.",
-    "Henry Worrall (artist)": "Henry Worrall was an artist and musician in Topeka, Kansas.",
-    "Say Hello 2 Heaven": '"Say Hello 2 Heaven" is a song by Temple of the Dog, a tribute.',
-    "Tennessee": "Tennessee is a state of the United States. North Carolina is east of it.",
-    "Kansas": "Kansas is a state in the Midwest. Its capital is Topeka, where musicians lived.",
+    "Lantern Road (song)": '"Lantern Road" is a 1971 single by Wes Harlan. It was his last hit.',
+    "Wes Harlan": "Wes Harlan was a country singer. He lived in Millbrook, Carvel when he died.",
+    "Ned Brockway (painter)": "Ned Brockway was a painter and musician in Dunmore, Askerland.",
+    "Lantern Light Waltz": '"Lantern Light Waltz" is a song by the Fenwick Choir, a tribute.',
+    "Carvel": "Carvel is a state of the Union. Dellmont is east of it.",
+    "Askerland": "Askerland is a plains state. Its capital is Dunmore, where musicians lived.",
 }
 LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False, read_top=0)
 
 
 def _two_hop_planner() -> ScriptedLLM:
-    """Who performed Hello Love (a), then where he lived when he died (b, after a)."""
+    """Who sang Lantern Road (a), then where he lived when he died (b, after a)."""
     return ScriptedLLM(
         [
             plan(
-                ("a", "Who performed Hello Love?", []),
-                ("b", "Where did the performer of Hello Love live when he died?", ["a"]),
+                ("a", "Who sang Lantern Road?", []),
+                ("b", "Where did the singer of Lantern Road live when he died?", ["a"]),
             )
         ]
     )
@@ -80,67 +80,65 @@ def _plan(*queries: tuple[str, list[str]]) -> ResearchPlan:
 
 
 def test_subject_names_and_titles() -> None:
-    question = "What kind of university did the author of Alexander and the Terrible, Horrible, No "
-    question += "Good, Very Bad Day attend?"
-    assert subject_names(question) == [
-        "Alexander and the Terrible, Horrible, No Good, Very Bad Day"
-    ]
+    question = "Which college did the author of Mabel and the Wet, Windy, Not Very Nice Week "
+    question += "go to?"
+    assert subject_names(question) == ["Mabel and the Wet, Windy, Not Very Nice Week"]
     assert subject_names(
-        "How many Publix stores are in the state where Hello Love's performer died?"
-    ) == ["Publix", "Hello Love"]
-    assert title_named("Aschenbrödel", fold("Who composed Aschenbrodel?"))
-    assert title_named("Brother (Pearl Jam song)", fold("where the performers of Brother formed"))
+        "How many Marlowe Grocers stores are in the state where Lantern Road's singer died?"
+    ) == ["Marlowe Grocers", "Lantern Road"]
+    assert title_named("Wolkenhärfe", fold("Who composed Wolkenharfe?"))
+    assert title_named("Harrow (Fenwick Choir song)", fold("where the singers of Harrow formed"))
     assert not title_named("Northport Harbor Report", fold("Northport harbor ships"))
-    assert not title_named("Brother (Pearl Jam song)", fold("his brothers"))
+    assert not title_named("Harrow (Fenwick Choir song)", fold("his harrows"))
 
 
 def test_a_first_hop_query_without_a_subject_gets_the_questions_back() -> None:
-    question = "Which university did the author of Alexander and the Terrible Day attend?"
+    question = "Which college did the author of Mabel and the Windy Week go to?"
     got = keep_subjects(
         _plan(
             ("What is the author's name?", []),
             ("Who published the Northport Review?", []),  # a subject of its own: kept
-            ("What university did the author attend?", ["q1"]),  # dependent: kept
+            ("What college did the author go to?", ["q1"]),  # dependent: kept
         ),
         question,
     )
     assert [q.query for q in got.queries] == [
-        "What is the author's name? (Alexander and the Terrible Day)",
+        "What is the author's name? (Mabel and the Windy Week)",
         "Who published the Northport Review?",
-        "What university did the author attend?",
+        "What college did the author go to?",
     ]
     assert keep_subjects(_plan(("who wrote it?", [])), "who wrote it?").queries[0].query == (
         "who wrote it?"
     )
     # a date or an amount is not a subject of its own
-    amazon = "What is Amazon's year-over-year change in revenue from FY2016 to FY2017?"
-    assert subject_names(amazon) == ["Amazon"]
-    assert subject_names("How much was 30% of sales in 2019 for Pfizer?") == ["Pfizer"]
-    got = keep_subjects(_plan(("What is the total revenue for FY2016?", [])), amazon)
-    assert got.queries[0].query == "What is the total revenue for FY2016? (Amazon)"
+    growth = "By how much did Corvane's revenue grow from FY2016 to FY2017?"
+    assert subject_names(growth) == ["Corvane"]
+    assert subject_names("How much was 30% of sales in 2019 for Keldar?") == ["Keldar"]
+    got = keep_subjects(_plan(("What is the total revenue for FY2016?", [])), growth)
+    assert got.queries[0].query == "What is the total revenue for FY2016? (Corvane)"
 
 
 def test_a_plan_that_stops_short_ends_with_the_question() -> None:
-    question = "Who was in charge of the country where the composer of Aschenbrodel was a citizen?"
+    question = "Who led the city where the composer of Wolkenharfe was born?"
     short = _plan(
-        ("Who was the composer of Aschenbrodel?", []),
-        ("What country was the composer of Aschenbrodel associated with?", ["q1"]),
+        ("Who was the composer of Wolkenharfe?", []),
+        ("Where was the composer of Wolkenharfe born?", ["q1"]),
     )
     got = cover_question(short, question)
     assert [(q.id, q.query, q.depends_on) for q in got.queries[2:]] == [("q3", question, ["q2"])]
     assert cover_question(short, question, max_queries=2) == short  # within the run's limit
     # a plan that asks every content word of the question is left alone
-    snow = _plan(("What is the average snowfall in Seattle?", []))
-    assert cover_question(snow, "What is the average snowfall of Seattle?") == snow
+    rain = _plan(("What is the average rainfall in Port Ellery?", []))
+    assert cover_question(rain, "What is the average rainfall of Port Ellery?") == rain
     # ... also when it spells a name the way the library's title does (seen: the question
     # asked a second time, by a duplicate worker, for want of an umlaut)
-    accented = _plan(("Who composed Aschenbrödel?", []), (question.replace("ro", "rö"), ["q1"]))
+    accented = _plan(("Who composed Wolkenhärfe?", []), (question.replace("arfe", "ärfe"), ["q1"]))
     assert cover_question(accented, question) == accented
-    kind = _plan(("Who wrote Alexander?", []), ("What university did the author attend?", ["q1"]))
-    question = "What kind of university did the author of Alexander attend?"
+    kind = _plan(("Who wrote Mabel?", []), ("What college did the author go to?", ["q1"]))
+    question = "What kind of college did the author of Mabel go to?"
     assert cover_question(kind, question).queries[-1].query == question
     # two independent branches: the question builds on both
-    both = cover_question(_plan(("Who composed Aschenbrodel?", []), ("Austria", [])), question)
+    both = cover_question(_plan(("Who composed Wolkenharfe?", []), ("Ostmark", [])), question)
     assert both.queries[-1].depends_on == ["q1", "q2"]
     # ground_plan applies both
     grounded = ground_plan(short, question, "")
@@ -148,14 +146,14 @@ def test_a_plan_that_stops_short_ends_with_the_question() -> None:
 
 
 def test_worker_reads_the_subjects_passage_then_the_one_it_names(songs_app: Sourcebook) -> None:
-    song, snow = _pid(songs_app, "Hello Love (song)"), _pid(songs_app, "Hank Snow")
-    query = "Where did Hello Love's performer live when he died?"
+    song, singer = _pid(songs_app, "Lantern Road (song)"), _pid(songs_app, "Wes Harlan")
+    query = "Where did Lantern Road's singer live when he died?"
     researcher = ScriptedLLM(
         [
             # the model drifts to a lookalike and searches for it
-            act("discover_evidence", query="Henry Worrall artist musician Topeka"),
+            act("discover_evidence", query="Ned Brockway painter musician Dunmore"),
             act("finish"),
-            notes(("Hank Snow lived in Madison, Tennessee when he died.", [snow])),
+            notes(("Wes Harlan lived in Millbrook, Carvel when he died.", [singer])),
         ]
     )
     songs_app.research(
@@ -164,24 +162,24 @@ def test_worker_reads_the_subjects_passage_then_the_one_it_names(songs_app: Sour
         task="subj-link",
         limits=LIM.model_copy(update={"read_top": 2}),
     )
-    # "Hello Love (song)": the query names it; "Hank Snow": the song's passage names him
-    assert _fetches(songs_app, "subj-link", "r1/a/") == [song, snow]
+    # "Lantern Road (song)": the query names it; "Wes Harlan": the song's passage names him
+    assert _fetches(songs_app, "subj-link", "r1/a/") == [song, singer]
 
 
 def test_dependent_worker_reads_what_its_dependency_found_first(songs_app: Sourcebook) -> None:
-    song, snow = _pid(songs_app, "Hello Love (song)"), _pid(songs_app, "Hank Snow")
-    worrall = _pid(songs_app, "Henry Worrall (artist)")
-    question = "Where did the performer of Hello Love live when he died?"
+    song, singer = _pid(songs_app, "Lantern Road (song)"), _pid(songs_app, "Wes Harlan")
+    painter = _pid(songs_app, "Ned Brockway (painter)")
+    question = "Where did the singer of Lantern Road live when he died?"
     planner = _two_hop_planner()
     researcher = ScriptedLLM(
         [
             act("fetch_evidence", evidence_id=song),
             act("finish"),
-            notes(("Hello Love is a single by Hank Snow.", [song])),
+            notes(("Lantern Road is a single by Wes Harlan.", [song])),
             # b: the model searches a lookalike; its first hit must not be read first
-            act("discover_evidence", query="Henry Worrall artist musician Topeka"),
+            act("discover_evidence", query="Ned Brockway painter musician Dunmore"),
             act("finish"),
-            notes(("Hank Snow lived in Madison, Tennessee.", [snow])),
+            notes(("Wes Harlan lived in Millbrook, Carvel.", [singer])),
         ]
     )
     songs_app.research(
@@ -196,21 +194,21 @@ def test_dependent_worker_reads_what_its_dependency_found_first(songs_app: Sourc
         for e in songs_app.task_log().events("subj-bridge")
         if e.kind == "result" and e.key.startswith("r1/b/") and "ids" in e.payload
     ]
-    assert searched[-1][0] == worrall  # the drifting search ranks the lookalike first
-    assert _fetches(songs_app, "subj-bridge", "r1/b/") == [snow]  # the bridge's name wins
+    assert searched[-1][0] == painter  # the drifting search ranks the lookalike first
+    assert _fetches(songs_app, "subj-bridge", "r1/b/") == [singer]  # the bridge's name wins
 
 
 def test_dependent_worker_reads_what_its_dependency_cited_last(songs_app: Sourcebook) -> None:
-    song, snow = _pid(songs_app, "Hello Love (song)"), _pid(songs_app, "Hank Snow")
-    question = "Where did the performer of Hello Love live when he died?"
+    song, singer = _pid(songs_app, "Lantern Road (song)"), _pid(songs_app, "Wes Harlan")
+    question = "Where did the singer of Lantern Road live when he died?"
     planner = _two_hop_planner()
     researcher = ScriptedLLM(
         [
             act("fetch_evidence", evidence_id=song),
             act("finish"),
-            notes(("Hello Love is a single by Hank Snow.", [song])),
+            notes(("Lantern Road is a single by Wes Harlan.", [song])),
             act("finish"),
-            notes(("Hank Snow lived in Madison, Tennessee.", [snow])),
+            notes(("Wes Harlan lived in Millbrook, Carvel.", [singer])),
         ]
     )
     songs_app.research(
@@ -220,23 +218,23 @@ def test_dependent_worker_reads_what_its_dependency_cited_last(songs_app: Source
         limits=LIM.model_copy(update={"read_top": 5}),
     )
     before, read = (_fetches(songs_app, "subj-before", f"r1/{q}/") for q in "ab")
-    assert len(before) == 5 and snow in before  # a read all but one passage
+    assert len(before) == 5 and singer in before  # a read all but one passage
     # b's query names the song, but a's finding cites its passage: read last (of six, after
-    # the five b reads). a read Hank Snow's passage too but its notes say nothing of it: it
+    # the five b reads). a read Wes Harlan's passage too but its notes say nothing of it: it
     # is b's next hop, read first.
     assert len(read) == 5 and song not in read
-    assert read[0] == snow
+    assert read[0] == singer
 
 
 def test_worker_reads_a_hit_a_read_passage_names_before_the_rest(songs_app: Sourcebook) -> None:
-    worrall, kansas = _pid(songs_app, "Henry Worrall (artist)"), _pid(songs_app, "Kansas")
-    query = "Which musician lived in Topeka?"  # names no passage's title
+    painter, state = _pid(songs_app, "Ned Brockway (painter)"), _pid(songs_app, "Askerland")
+    query = "Which musician lived in Dunmore?"  # names no passage's title
     researcher = ScriptedLLM(
         [
-            act("fetch_evidence", evidence_id=worrall),
-            act("discover_evidence", query="Hello Love single Hank Snow country"),
+            act("fetch_evidence", evidence_id=painter),
+            act("discover_evidence", query="Lantern Road single Wes Harlan country"),
             act("finish"),
-            notes(("Henry Worrall was a musician in Topeka.", [worrall])),
+            notes(("Ned Brockway was a musician in Dunmore.", [painter])),
         ]
     )
     songs_app.research(
@@ -250,36 +248,36 @@ def test_worker_reads_a_hit_a_read_passage_names_before_the_rest(songs_app: Sour
         for e in songs_app.task_log().events("subj-named")
         if e.kind == "result" and e.key.startswith("r1/a/") and "ids" in e.payload
     ]
-    assert searched[-1][0] != kansas  # not the best-ranked hit of the latest search
-    # the passage read names Kansas: its hit is read next
-    assert _fetches(songs_app, "subj-named", "r1/a/") == [worrall, kansas]
+    assert searched[-1][0] != state  # not the best-ranked hit of the latest search
+    # the passage read names Askerland: its hit is read next
+    assert _fetches(songs_app, "subj-named", "r1/a/") == [painter, state]
 
 
 def test_a_plan_that_stops_short_runs_the_question_last(songs_app: Sourcebook) -> None:
-    song, snow = _pid(songs_app, "Hello Love (song)"), _pid(songs_app, "Hank Snow")
-    question = "Which state borders the east of the state where Hello Love's performer died?"
-    planner = ScriptedLLM([plan(("a", "Who performed Hello Love?", []))])
+    song, singer = _pid(songs_app, "Lantern Road (song)"), _pid(songs_app, "Wes Harlan")
+    question = "Which state lies east of the state where Lantern Road's singer died?"
+    planner = ScriptedLLM([plan(("a", "Who sang Lantern Road?", []))])
     researcher = ScriptedLLM(
         [
             act("fetch_evidence", evidence_id=song),
             act("finish"),
-            notes(("Hello Love is a single by Hank Snow.", [song])),
+            notes(("Lantern Road is a single by Wes Harlan.", [song])),
             # the appended question: its first search carries what q1 found
-            act("fetch_evidence", evidence_id=snow),
+            act("fetch_evidence", evidence_id=singer),
             act("finish"),
-            notes(("Hank Snow lived in Madison, Tennessee when he died.", [snow])),
+            notes(("Wes Harlan lived in Millbrook, Carvel when he died.", [singer])),
         ]
     )
     report = songs_app.research(
         question,
-        models=models(planner, researcher, ScriptedLLM(["Tennessee [E1]."])),
+        models=models(planner, researcher, ScriptedLLM(["Carvel [E1]."])),
         task="subj-cover",
         limits=LIM,
     )
     assert researcher.pending == 0
     assert report.plan is not None
     assert [(q.query, q.depends_on) for q in report.plan.queries] == [
-        ("Who performed Hello Love?", []),
+        ("Who sang Lantern Road?", []),
         (question, ["a"]),
     ]
     first = next(
@@ -287,4 +285,4 @@ def test_a_plan_that_stops_short_runs_the_question_last(songs_app: Sourcebook) -
         for e in songs_app.task_log().events("subj-cover")
         if e.kind == "tool_call" and e.key.startswith("r1/q2/t1#")
     )
-    assert first.startswith(question) and "Hank Snow" in first
+    assert first.startswith(question) and "Wes Harlan" in first
