@@ -1,8 +1,8 @@
 """Cheap word tests the research run uses to keep a small model's output on topic.
 
 No model and no index: content words (four letters or more, or a number of two digits or
-more, minus question words) and names (capitalised words not at the start of a sentence). Both
-are lower-cased sets, so tests compare them directly.
+more, minus :data:`~core.text.QUESTION_WORDS`) and names (capitalised words not at the start
+of a sentence). Both are lower-cased sets, so tests compare them directly.
 """
 
 from __future__ import annotations
@@ -11,22 +11,16 @@ import re
 import unicodedata
 
 from core.ingest.entities import find_entities, title_names
+from core.text import QUESTION_WORDS
 
 _CONTENT_WORD = re.compile(r"[^\W\d_]{4,}|\d{2,}")
-_STOP_WORDS = (
-    "what which where when whose who that this these those with from into about their "
-    "there have does were been being than then they them also other such many much more "
-    "most some same only each both after before during first last name named find search "
-    "query "
-)
-_STOP = frozenset(_STOP_WORDS.split())
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]+")
 
 
 def content_words(text: str) -> set[str]:
     """Folded (:func:`fold`): a question's "Sao Tome" is the passage title's "São Tomé", which
     the planner copies."""
-    return {w for w in _CONTENT_WORD.findall(fold(text)) if w not in _STOP}
+    return {w for w in _CONTENT_WORD.findall(fold(text)) if w not in QUESTION_WORDS}
 
 
 def names(text: str) -> set[str]:
@@ -46,7 +40,7 @@ def focus_terms(query: str, before: str, found: str, max_words: int = 12) -> str
     for text in (query, found):
         for w in _CONTENT_WORD.findall(text):
             low = fold(w)
-            if low in _STOP or low in asked or low in seen:
+            if low in QUESTION_WORDS or low in asked or low in seen:
                 continue
             seen.add(low)
             out.append(w)
