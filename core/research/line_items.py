@@ -16,29 +16,22 @@ import json
 import re
 from pathlib import Path
 
+from core.text import STOP_WORDS, YEAR
+
 GLOSSARY = Path(__file__).resolve().parents[2] / "resources" / "glossary" / "line_items.json"
 MAX_ITEMS = 6  # line items per search: the embedder reads a short query best
-_SUBJECT = re.compile(r"\b(?:[A-Z][\w&.-]*[\w&]|(?:FY|Q[1-4])?\s?(?:19|20)\d{2})\b")
-# English closed-class words (interrogatives, auxiliaries, determiners, pronouns, prepositions,
-# conjunctions): capitalised, they open a sentence, and are never its subject.
-_CLOSED_WORDS = (
-    "what which who whom whose where when how why whether if is are was were be been being "
-    "am do does did has have had can could shall should will would may might must the a an "
-    "in on at for of by as to from with among between about into over under per than and or "
-    "but not no this that these those it its we our us you your they their them he she his "
-    "her i my me here there then so "
-)
-_CLOSED = frozenset(_CLOSED_WORDS.split())
+_SUBJECT = re.compile(rf"\b(?:[A-Z][\w&.-]*[\w&]|(?:FY|Q[1-4])?\s?{YEAR})\b")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+)$")
 _NEXT_WORD = re.compile(r"\s*([^\W\d_]+)")
 
 
 def _is_subject(text: str, m: re.Match[str]) -> bool:
-    """A capitalised word or a year is part of the subject unless it is a closed-class word,
+    """A capitalised word or a year is part of the subject unless it is a function word
+    (:data:`~core.text.STOP_WORDS`: capitalised, it opens a sentence and is never its subject),
     or it opens a sentence, is no possessive, and a lower-case word follows: an instruction's
     verb ("Compute the ...", "Round to ...") is capitalised only there."""
     word = m.group(0).strip()
-    if word.lower() in _CLOSED:
+    if word.lower() in STOP_WORDS:
         return False
     if _SENTENCE_START.search(text[: m.start()]) and not text.startswith("'", m.end()):
         nxt = _NEXT_WORD.match(text, m.end())
