@@ -39,36 +39,36 @@ from models.llm import ScriptedLLM
 
 def test_normalisation_em_f1_with_aliases() -> None:
     assert normalize_answer("The  Treaty, of Rome!") == "treaty of rome"
-    golds = ["G. Stanley Hall", "Stanley Hall"]
-    assert exact_match("the g stanley hall", golds) == 1.0
-    assert exact_match("Stanley Hall.", golds) == 1.0
-    assert exact_match("Hall", golds) == 0.0
-    # "Stanley Hall was first" vs alias "Stanley Hall": P = 2/4, R = 1 -> F1 = 2/3
-    assert token_f1("Stanley Hall was first", golds) == pytest.approx(2 / 3)
+    golds = ["H. Orrin Vale", "Orrin Vale"]
+    assert exact_match("the h orrin vale", golds) == 1.0
+    assert exact_match("Orrin Vale.", golds) == 1.0
+    assert exact_match("Vale", golds) == 0.0
+    # "Orrin Vale was first" vs alias "Orrin Vale": P = 2/4, R = 1 -> F1 = 2/3
+    assert token_f1("Orrin Vale was first", golds) == pytest.approx(2 / 3)
     assert token_f1("nothing in common", golds) == 0.0
     assert token_f1("", ["x"]) == 0.0
 
 
 def test_answer_extraction_first_and_best_sentence() -> None:
     md = (
-        "# Answer\n\n**The first president was G. Stanley Hall** [1]. He was a psychologist [2].\n"
-        "- Stanley Hall [1]\n\n## Sources\n\n1. Stanley Hall — p. 1\n"
+        "# Answer\n\n**The first president was H. Orrin Vale** [1]. He was a naturalist [2].\n"
+        "- Orrin Vale [1]\n\n## Sources\n\n1. Orrin Vale — p. 1\n"
     )
     assert sentences(md) == [
-        "The first president was G. Stanley Hall.",
-        "He was a psychologist.",
-        "Stanley Hall",
+        "The first president was H. Orrin Vale.",
+        "He was a naturalist.",
+        "Orrin Vale",
     ]
-    s = score_answer(md, ["G. Stanley Hall", "Stanley Hall"])
-    assert s.first == "The first president was G. Stanley Hall."
-    # first: [first, president, was, g, stanley, hall] vs [g, stanley, hall]: P 1/2, R 1
+    s = score_answer(md, ["H. Orrin Vale", "Orrin Vale"])
+    assert s.first == "The first president was H. Orrin Vale."
+    # first: [first, president, was, h, orrin, vale] vs [h, orrin, vale]: P 1/2, R 1
     assert s.first_f1 == pytest.approx(2 / 3) and s.first_em == 0.0
-    assert s.best == "Stanley Hall" and s.best_em == 1.0 and s.best_f1 == 1.0
+    assert s.best == "Orrin Vale" and s.best_em == 1.0 and s.best_f1 == 1.0
     assert score_answer("", ["x"]).first_f1 == 0.0
     # the report's short answer line: its "Answer:" label is not part of the answer
-    short = score_answer("**Answer:** G. Stanley Hall [1].\n\nHe founded it [1].", ["Stanley Hall"])
-    assert short.first == "G. Stanley Hall." and short.first_f1 == pytest.approx(0.8)
-    assert score_answer("**Answer:** Norway [2].", ["Norway"]).first_em == 1.0
+    short = score_answer("**Answer:** H. Orrin Vale [1].\n\nHe founded it [1].", ["Orrin Vale"])
+    assert short.first == "H. Orrin Vale." and short.first_f1 == pytest.approx(0.8)
+    assert score_answer("**Answer:** Ostmark [2].", ["Ostmark"]).first_em == 1.0
 
 
 def test_recall_precision_and_numbers() -> None:
@@ -77,22 +77,23 @@ def test_recall_precision_and_numbers() -> None:
     assert recall(set(), []) is None and precision(set(), ["a"]) is None
     assert recall_at(["x", "a", "a", "b", "c"], ["a", "b"], 2) == 0.5  # distinct: x, a
     assert recall_at(["x", "a", "a", "b", "c"], ["a", "b"], 3) == 1.0
-    assert numeric_match("Revenue grew to $5,466 million [1].", "$5466.00") is True
-    assert numeric_match("It was 31.5% [2].", "30.8%") is False  # outside 1 %
-    assert numeric_match("It was 30.9% [2].", "30.8%") is True  # inside 1 %
+    assert numeric_match("Revenue grew to $7,312 million [1].", "$7312.00") is True
+    assert numeric_match("It was 25.3% [2].", "24.6%") is False  # outside 1 %
+    assert numeric_match("It was 24.7% [2].", "24.6%") is True  # inside 1 %
     assert numeric_match("Cited [12] only.", "12") is False  # citation markers are not numbers
     assert numeric_match("anything", "Yes, it did.") is None
-    # years and enumerators are not quantities: "flat in FY 2023" states no number to match
-    assert numeric_match("Sales in FY 2023 were flat.", "The growth was flat in FY 2023.") is None
-    assert numeric_match("In FY 2022 it bought (1) Yardbird.", "(1) Current Health, 2022") is None
-    assert numeric_match("Adj. EBITDA was $2,018 million in 2023.", "$2,018mn in FY 2023") is True
-    assert numeric_match("It opened in 2018.", "$2,018mn in FY 2023") is False
+    # years and enumerators are not quantities: "flat in FY 2021" states no number to match
+    assert numeric_match("Sales in FY 2021 were flat.", "Unit growth was flat in FY 2021.") is None
+    assert numeric_match("In FY 2020 it bought (1) Fernwood.", "(1) Halden Labs, 2020") is None
+    # ... but an amount that reads like a year is one
+    assert numeric_match("Adj. EBITDA was $2,019 million in 2021.", "$2,019mn in FY 2021") is True
+    assert numeric_match("It opened in 2019.", "$2,019mn in FY 2021") is False
 
 
 def test_text_held_on_page() -> None:
-    page = "Consolidated statements\nRevenue 16,388 14,573\nNet income 4,756"
-    assert text_held("Revenue 16,388  14,573", page) == (True, 1.0)
-    held, cov = text_held("Net income 4,756 Revenue", page)  # re-ordered: all words present
+    page = "Consolidated statements\nRevenue 12,904 11,377\nNet income 3,618"
+    assert text_held("Revenue 12,904  11,377", page) == (True, 1.0)
+    held, cov = text_held("Net income 3,618 Revenue", page)  # re-ordered: all words present
     assert held and cov == 1.0
     held, cov = text_held("Net income 9,999 and more text here", page)
     assert not held and cov == pytest.approx(2 / 8)
