@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import re
 
+from core.text import MONTH, YEAR
+
 _PERIOD = re.compile(
-    r"(?:FY\s?|Q[1-4]\s?|fiscal\s+|H[12]\s?)?(?:19|20)\d\d(?:\s?[-–]\s?(?:19|20)?\d\d)?"
-    r"|(?:(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\w*\.?\s+\d{1,2},?\s+)(?:19|20)\d\d"
-    r"|(?:19|20)\d\d\s*\([a-z0-9]\)",  # a footnote mark: "2019 (4)"
+    rf"(?:FY\s?|Q[1-4]\s?|fiscal\s+|H[12]\s?)?{YEAR}(?:\s?[-–]\s?(?:19|20)?\d\d)?"
+    rf"|(?:{MONTH}\.?\s+\d{{1,2}},?\s+){YEAR}"
+    rf"|{YEAR}\s*\([a-z0-9]\)",  # a footnote mark: "2019 (4)"
     re.IGNORECASE,
 )
 _SPACED_DOLLAR = re.compile(r"\$\s+(?=[\d(])")

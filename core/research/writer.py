@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from core.errors import ModelError
-from core.ingest.chunking import sentence_ranges
 from core.library import Evidence
 from core.research.citations import (
     citation_tokens,
@@ -30,6 +29,7 @@ from core.research.schemas import ResearchNotes, ResearchPlan, short_answer_mode
 from core.research.tables import labelled_rows, runs_on
 from core.research.words import content_words
 from core.research.worked import worked_answer
+from core.text import MONTH, SENTENCE_END, sentence_ranges
 from graph.errors import GraphError
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ ANSWER_SENTENCES = 8  # sentences the short-answer step reads, across all passag
 ANSWER_HOLDERS = 2  # passages an unsupported answer is cited to, when they hold what it names
 _CITES = re.compile(r"\[[^\]\n]*\]")
 _WORDS = re.compile(r"\w+")
-_ENDED = re.compile(r"([.!?][\"'”’)\]]*[ \t]*|\n\s*)$")
+_ENDED = re.compile(rf"({SENTENCE_END}[ \t]*|\n\s*)$")
 
 
 def repeat_cut(text: str, min_chars: int = 20) -> int | None:
@@ -309,11 +309,7 @@ def short_answer(
 
 _ASKS_WHEN = re.compile(r"^\s*when\b|\bwhen\s*\?\s*$|\b(?:what|which) year\b|\bwhat date\b", re.I)
 _ASKS_COUNT = re.compile(r"\bhow (?:many|much)\b", re.I)
-_MONTH = (
-    r"january|february|march|april|may|june|july|august|september|october|november|december"
-    r"|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec"
-)
-_GIVES_WHEN = re.compile(rf"\d|\b(?:{_MONTH})\b|\bcentury\b", re.I)
+_GIVES_WHEN = re.compile(rf"\d|\b{MONTH}\b|\bcentury\b", re.I)
 _GIVES_COUNT = re.compile(
     r"\d|\b(?:no|none|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
     r"|dozen|hundred|thousand|million|billion)\b",
