@@ -22,11 +22,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-_NUMBER = r"\$?\s?\d[\d,]*(?:\.\d+)?"
-_OPERAND = rf"[(\s]*-?{_NUMBER}[)\s]*"
+from core.text import CURRENCY, NUMBER, figures, plain_number
+
+_AMOUNT = rf"(?:{CURRENCY}\s?)?{NUMBER}"  # a figure, or an amount of money
+_OPERAND = rf"[(\s]*-?{_AMOUNT}[)\s]*"
 _CALCULATION = re.compile(
     rf"(?P<expr>{_OPERAND}(?:[-+*/×÷x]{_OPERAND})+)"
-    rf"(?P<rel>=|≈|~=|~)\s*(?P<result>-?{_NUMBER})\s*(?P<pct>%)?"
+    rf"(?P<rel>=|≈|~=|~)\s*(?P<result>-?{_AMOUNT})\s*(?P<pct>%)?"
 )
 _OPS: dict[type, Callable[[float, float], float]] = {
     ast.Add: operator.add,
@@ -63,20 +65,16 @@ class Calculation:
         return f"{value:,.{decimals + 2}f}" + ("%" if self.percent else "")
 
 
-def _number(text: str) -> str:
-    return text.replace("$", "").replace(",", "").replace(" ", "")
-
-
 def operands(expr: str) -> list[str]:
     """The numbers ``expr`` uses, as :func:`calculations` spells results ("52,870" ->
     "52870")."""
-    return [_number(n) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", expr)]
+    return figures(expr)
 
 
 def evaluate(expr: str) -> float | None:
     """What an expression of numbers, + - * / × ÷ and parentheses comes to (None when it is
     anything else, or divides by zero)."""
-    plain = re.sub(r"\$\s?", "", expr).replace(",", "").replace("×", "*").replace("÷", "/")
+    plain = re.sub(rf"{CURRENCY}\s?", "", expr).replace(",", "").replace("×", "*").replace("÷", "/")
     plain = re.sub(r"(?<=[\d)\s])x(?=[\s\d(])", "*", plain)
     try:
         tree = ast.parse(plain.strip(), mode="eval")
@@ -109,7 +107,7 @@ def _close(value: float, stated: str, approx: bool) -> bool:
     return bool(abs(value - target) <= slack)
 
 
-_THEN = re.compile(rf"\s*(?P<rel>=|≈|~=|~)\s*(?P<result>-?{_NUMBER})\s*(?P<pct>%)?")
+_THEN = re.compile(rf"\s*(?P<rel>=|≈|~=|~)\s*(?P<result>-?{_AMOUNT})\s*(?P<pct>%)?")
 
 
 def calculations(sentence: str) -> list[Calculation]:
@@ -124,7 +122,7 @@ def calculations(sentence: str) -> list[Calculation]:
         scaled = TIMES_100.search(expr) is not None
         step: re.Match[str] | None = m
         while step is not None:
-            stated = _number(step.group("result"))
+            stated = plain_number(step.group("result"))
             approx = step.group("rel") != "="
             percent = step.group("pct") is not None
             holds = _close(value, stated, approx) or (

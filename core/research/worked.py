@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from core.library import Evidence
 from core.research.arithmetic import CONSTANTS, TIMES_100, evaluate, operands
+from core.text import NUMBER_RE, PER_CENT, YEAR, figures, plain_number
 
-_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
-_YEAR = re.compile(r"(?:19|20)\d\d")
-_PERCENT = re.compile(r"%|\bpercent", re.IGNORECASE)
+_YEAR = re.compile(YEAR)
+_PERCENT = re.compile(PER_CENT, re.IGNORECASE)
 _DECIMALS = re.compile(r"\b(zero|one|two|three|four|\d)\s+decimal", re.IGNORECASE)
 _YES_NO = re.compile(r"(?:yes|no)\b", re.IGNORECASE)
 _WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4}
@@ -35,18 +35,14 @@ class Worked:
     sources: list[str]  # evidence ids holding the figures, in order of use
 
 
-def _plain(number: str) -> str:
-    return number.replace(",", "")
-
-
 def _spelled(number: str) -> str:
     """A figure with thousands commas, its decimals as written: "52870" -> "52,870"."""
-    whole, _, frac = _plain(number).partition(".")
+    whole, _, frac = plain_number(number).partition(".")
     return f"{int(whole):,}" + (f".{frac}" if frac else "")
 
 
 def _figures(text: str) -> set[str]:
-    return {_plain(n) for n in _NUMBER.findall(text)}
+    return set(figures(text))
 
 
 def _decimals(question: str, answer_number: str | None, percent: bool, value: float) -> int:
@@ -90,10 +86,10 @@ def worked_answer(
         sources.append(holder)
     if not any(len(f.replace(".", "")) > 1 for f in sourced):
         return None  # none, or "1 + 1": digits found anywhere prove nothing
-    said = next((m for m in _NUMBER.finditer(answer) if not _YEAR.fullmatch(m.group(0))), None)
+    said = next((m for m in NUMBER_RE.finditer(answer) if not _YEAR.fullmatch(m.group(0))), None)
     if said is None and answer and not _YES_NO.match(answer):
         return None  # a name or a place answered; a calculation beside it is noise
-    expr = _NUMBER.sub(lambda m: _spelled(m.group(0)), expr)
+    expr = NUMBER_RE.sub(lambda m: _spelled(m.group(0)), expr)
     percent = bool(TIMES_100.search(expr))
     fraction = abs(value) < 10  # a ratio, not already a percentage or an amount
     if not percent and fraction and (_PERCENT.search(answer) or _PERCENT.search(question)):
