@@ -45,14 +45,14 @@ def test_an_8k_cover_with_wrapped_lines_gives_its_report_date() -> None:
         "CURRENT",
         "REPORT",
         "Date of Report (Date of earliest event",
-        "reported): July 1, 2022 (June 30,",
-        "2022)",
-        "AMCOR",
+        "reported): March 14, 2021 (March 12,",
+        "2021)",
+        "KELDAR",
         "PLC",
         "(Exact",
         "name of registrant as specified in its charter)",
     ]
-    assert sec_cover_title(lines) == "AMCOR PLC — Form 8-K, report dated July 1, 2022"
+    assert sec_cover_title(lines) == "KELDAR PLC — Form 8-K, report dated March 14, 2021"
 
 
 def test_a_cover_without_the_registrant_note_names_the_line_after_the_file_number() -> None:
