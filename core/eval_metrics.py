@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from core.research.schemas import WITHHELD_ANSWER
+from core.text import NUMBER, YEAR, split_sentences
 
 Dataset = Literal["musique", "financebench"]
 TARGETS = {"fetched_recall": 0.85, "citation_recall": 0.7, "f1_first": 0.35}
@@ -40,12 +41,8 @@ RIGHT_F1 = 0.5  # first-sentence F1 at which an answer counts as right
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation) | {"\u2019", "\u2018", "\u201c", "\u201d", "\u2013", "\u2014"}
 _CITE = re.compile(r"\[(?:\d{1,3}|E\d{1,3}|ev1:[0-9a-fA-F]{16}(?:#\d+-\d+)?)\]")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
-_ABBREV = re.compile(
-    r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Inc|Co|Corp|Ltd|No|vs|etc|Fig|approx)|[A-Z]\.[A-Z])\.$"
-)
 _END_SECTIONS = re.compile(r"^#{1,6}\s*(Sources|Flagged claims)\b", re.IGNORECASE | re.MULTILINE)
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+_NUMBER = re.compile(rf"-?{NUMBER}")
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -96,13 +93,7 @@ def sentences(markdown: str) -> list[str]:
     for raw in report_body(markdown).splitlines():
         if raw.lstrip().startswith("#") or not raw.strip():
             continue
-        pieces: list[str] = []
-        for piece in _SENTENCE.split(_clean(raw)):
-            if pieces and _ABBREV.search(pieces[-1]):  # "J. Edgar Northcote", "U.S. Army"
-                pieces[-1] = f"{pieces[-1]} {piece}"
-            else:
-                pieces.append(piece)
-        out.extend(x.strip() for x in pieces if x.strip())
+        out.extend(split_sentences(_clean(raw)))  # "J. Edgar Northcote", "U.S. Army" are kept
     return out
 
 
@@ -139,7 +130,7 @@ def numbers(text: str, *, quantities_only: bool = False) -> list[float]:
     for m in _NUMBER.finditer(text):
         raw = m.group(0)
         if quantities_only and (
-            re.fullmatch(r"(?:19|20)\d\d", raw)
+            re.fullmatch(YEAR, raw)
             or (text[m.start() - 1 : m.start()] == "(" and text[m.end() : m.end() + 1] == ")")
         ):
             continue
