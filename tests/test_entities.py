@@ -62,8 +62,8 @@ def test_mentions_point_to_spans() -> None:
 
 def test_fast() -> None:
     text = (
-        "On June 30, 2022, Microsoft Corporation reported revenue of $198.3 billion, up 18%, "
-        "and the SEC received its Form 10-K. Satya Nadella spoke in Redmond, Washington. "
+        "On June 30, 2022, Corvane Systems Corporation reported revenue of $41.7 billion, up 12%, "
+        "and the SEC received its Form 10-K. Oda Brenner spoke in Millbrook, Washington. "
     ) * 6
     t0 = time.perf_counter()
     for _ in range(500):
@@ -72,22 +72,27 @@ def test_fast() -> None:
 
 
 def test_named_entity_ids_of_a_question() -> None:
-    question = "What is the name of the waterfall in the country where the Bubye River is found?"
+    question = "Which bridge spans the river of the province where the Marrow Canal is charted?"
     ids = named_entity_ids(question)
-    assert ids == [entity_id("Bubye River")]
+    assert ids == [entity_id("Marrow Canal")]
     assert named_entity_ids("what is revenue?") == []
     # a question's opening auxiliary is not part of the name it asks about
-    assert named_entity_ids("Does Adobe have an improving margin?") == [entity_id("Adobe")]
-    assert named_entity_ids("Has Microsoft increased its debt?") == [entity_id("Microsoft")]
-    assert named_entity_ids("Did Ulta Beauty grow?") == [entity_id("Ulta Beauty")]
+    assert named_entity_ids("Does Corvane have a widening margin?") == [entity_id("Corvane")]
+    assert named_entity_ids("Has Keldar cut its debt?") == [entity_id("Keldar")]
+    assert named_entity_ids("Did Marlowe Grocers grow?") == [entity_id("Marlowe Grocers")]
     assert "Will Smith" in _types("Will Smith starred in it.")
 
 
 def test_a_disambiguated_title_also_names_its_bare_name() -> None:
-    assert title_names("Brand (play)") == ["Brand (play)", "Brand"]
-    assert title_names("Brother (Pearl Jam song)") == ["Brother (Pearl Jam song)", "Brother"]
+    assert title_names("Harrow (play)") == ["Harrow (play)", "Harrow"]
+    assert title_names("Lantern Road (Wes Harlan song)") == [
+        "Lantern Road (Wes Harlan song)",
+        "Lantern Road",
+    ]
     assert title_names("Annual report") == ["Annual report"]
     assert title_names("(draft)") == ["(draft)"]
-    mentions = extract_mentions(_passages("Brand is a play by Henrik Ibsen."), title="Brand (play)")
+    mentions = extract_mentions(
+        _passages("Harrow is a play by Oda Brenner."), title="Harrow (play)"
+    )
     titles = {m.entity_id for m in mentions if m.type == "title"}
-    assert titles == {entity_id("Brand (play)"), entity_id("Brand")}
+    assert titles == {entity_id("Harrow (play)"), entity_id("Harrow")}
