@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from core.text import MONEY, MONTH, MONTHS, NUMBER, PERCENT, STOP_WORDS
 from graph.ids import entity_id
 from graph.schemas import EntityMention, Passage
 
@@ -29,17 +30,13 @@ def _placeset(text: str) -> frozenset[str]:
     return frozenset(name.strip().lower() for name in text.split(","))
 
 
-_MONTH = (
-    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
-    r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
-)
 _DATE = re.compile(
     r"(?=[\dA-Zfst])(?:"
     + "|".join(
         (
-            rf"\b{_MONTH}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}\b",
-            rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}\.?,?\s+\d{{4}}\b",
-            rf"\b{_MONTH}\.?,?\s+\d{{4}}\b",
+            rf"\b{MONTH}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}\b",
+            rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+{MONTH}\.?,?\s+\d{{4}}\b",
+            rf"\b{MONTH}\.?,?\s+\d{{4}}\b",
             r"\b(?:Q[1-4]|[1-4]Q|H[12])\s?(?:FY\s?)?'?(?:\d{4}|\d{2})\b",
             r"\b(?:[Ff]irst|[Ss]econd|[Tt]hird|[Ff]ourth)\s+quarter\s+(?:of\s+)?(?:fiscal\s+)?\d{4}\b",
             r"\b(?:FY|[Ff]iscal\s+(?:[Yy]ear\s+)?)'?(?:\d{4}|\d{2})\b",
@@ -57,16 +54,16 @@ _UNIT = (
     r"sq\.?\s?ft|employees|people|persons|users|customers|members|subscribers|shares|units|"
     r"stores|locations|countries|years|months|weeks|days|hours|minutes|°[CF]|degrees)"
 )
-_NUM = r"\d[\d,]*(?:\.\d+)?"
 _QUANTITY = re.compile(
     r"(?=[\d$€£¥UCAH])(?:"
     + "|".join(
         (
-            rf"(?:US\$|C\$|A\$|HK\$|\$|€|£|¥)\s?{_NUM}(?:\s?{_SCALE})?",
-            rf"\b{_NUM}\s?(?:{_SCALE}\s)?(?:dollars|euros|pounds sterling|yen|USD|EUR|GBP)\b",
-            rf"\b{_NUM}\s?(?:%|percent\b|per\s?cent\b|basis\s+points\b|bps\b)",
-            rf"\b{_NUM}\s(?:{_SCALE}\s)?{_UNIT}\b",
-            rf"\b{_NUM}\s(?:trillion|billion|million)\b",
+            rf"{MONEY}(?:\s?{_SCALE})?",
+            rf"\b{NUMBER}\s?(?:{_SCALE}\s)?(?:dollars|euros|pounds sterling|yen|USD|EUR|GBP)\b",
+            rf"\b{PERCENT}",
+            rf"\b{NUMBER}\s?(?:basis\s+points|bps)\b",
+            rf"\b{NUMBER}\s(?:{_SCALE}\s)?{_UNIT}\b",
+            rf"\b{NUMBER}\s(?:trillion|billion|million)\b",
         )
     )
     + ")"
@@ -82,47 +79,47 @@ _CONN = r"(?:of|the|and|for|de|del|da|van|von|der|la|le|du|&)"
 _SUFFIX = r"(?:Inc\.?|Corp\.?|Co\.|Ltd\.?|LLC|L\.P\.|LP|PLC|plc|N\.A\.|S\.A\.|AG|GmbH|Jr\.|Sr\.)"
 _NAME = re.compile(rf"\b{_CAP}(?:\s+(?:{_CONN}\s+){{0,2}}{_CAP})*(?:,?\s+{_SUFFIX})?")
 
-_COMMON = _wordset(
-    "a an the this that these those there here it its our we us you your they their "
-    "he she his her in on at for from to by with as if when while during after before "
-    "since although though however moreover furthermore additionally also but and or "
-    "nor so yet each every all some any no not such what which who whom whose how why "
-    "where both either neither other another many much more most few less least "
-    "several one two three four five six seven eight nine ten first second third last "
-    "next new see refer note notes item items part parts table tables figure figures "
-    "section sections chapter page pages total net gross income revenue revenues "
-    "sales cash operating financial statements statement assets asset liabilities "
-    "equity interest tax taxes expense expenses costs cost share shares stock common "
-    "year years ended ending quarter months fiscal annual report consolidated balance "
-    "sheet sheets flows flow capital current profit loss losses earnings per diluted "
-    "basic comprehensive accumulated deferred goodwill intangible property equipment "
-    "inventory inventories accounts receivable payable debt credit risk risks factors "
-    "market markets business products product segment segments information summary "
-    "overview introduction conclusion conclusions abstract results methods method "
-    "related work data model models appendix references general management legal "
-    "proceedings properties controls procedures exhibits exhibit signatures executive "
-    "compensation security ownership certain relationships principal fees index "
-    "contents unaudited audited adjusted non reported basis continuing "
-    "discontinued operations activities investing financing provided used beginning "
-    "end period increase decrease change changes other others senior notes due long "
-    "short term fair value based lease leases leased total approximately including "
-    "includes include included following yes none january february march april may "
-    "june july august september october november december monday tuesday wednesday "
-    "thursday friday saturday sunday mr mrs ms dr company form act indenture trustee "
-    "officer level facility agreement rule rules plan plans securities registrant issuer "
-    "guarantor holder holders article schedule borrower lender agent government federal "
-    "international internet indicate designed vice chief director directors president "
-    "inc com corp ltd llc co "
+# Function words (:data:`~core.text.STOP_WORDS`) never begin or end a name, except those that
+# do: "Will Smith", "Theresa May", "Thomas More", "Under Armour", "My Fair Lady", a king's "I".
+_IN_NAMES = _wordset(
+    "i me my may will might more most much many other another same only be being under over per yes"
 )
-_LEADING = _wordset(
-    "a an the this that these those there here it its our we us you your they their he she his "
-    "her in on at for from to by with as if when while during after before since although "
-    "though however moreover furthermore additionally also but and or nor so yet each every all "
-    "some any no not such what which who how why where of & see refer "
-    # a question's opening auxiliary ("Does Acme have ...", "Has Globex increased ...");
-    # "will" and "may" are left out: they open names ("Will Smith") and a month
-    "is are was were do does did has have had can could would should shall must"
+_FUNCTION = STOP_WORDS - _IN_NAMES
+# Words too common to make a name on their own: a capitalised run made half of them is a
+# heading or a table label. "of" is left out: it joins names ("Isle of Man").
+_COMMON = (
+    (_FUNCTION - {"of"})
+    | frozenset(MONTHS)
+    | _wordset(
+        "many much more most other another yes none "
+        "one two three four five six seven eight nine ten first second third last "
+        "next new see refer note notes item items part parts table tables figure figures "
+        "section sections chapter page pages total net gross income revenue revenues "
+        "sales cash operating financial statements statement assets asset liabilities "
+        "equity interest tax taxes expense expenses costs cost share shares stock common "
+        "year years ended ending quarter months fiscal annual report consolidated balance "
+        "sheet sheets flows flow capital current profit loss losses earnings per diluted "
+        "basic comprehensive accumulated deferred goodwill intangible property equipment "
+        "inventory inventories accounts receivable payable debt credit risk risks factors "
+        "market markets business products product segment segments information summary "
+        "overview introduction conclusion conclusions abstract results methods method "
+        "related work data model models appendix references general management legal "
+        "proceedings properties controls procedures exhibits exhibit signatures executive "
+        "compensation security ownership certain relationships principal fees index "
+        "contents unaudited audited adjusted non reported basis continuing "
+        "discontinued operations activities investing financing provided used beginning "
+        "end period increase decrease change changes other others senior notes due long "
+        "short term fair value based lease leases leased total approximately including "
+        "includes include included following monday tuesday wednesday thursday friday "
+        "saturday sunday mr mrs ms dr company form act indenture "
+        "trustee officer level facility agreement rule rules plan plans securities "
+        "registrant issuer guarantor holder holders article schedule borrower lender agent "
+        "government federal international internet indicate designed vice chief director "
+        "directors president inc com corp ltd llc co "
+    )
 )
+# A name's leading and trailing words that are not part of it ("The", "In", "Our").
+_LEADING = _FUNCTION | {"&", "see", "refer"}
 _ORG_WORDS = _wordset(
     "inc inc. corp corp. corporation company co. ltd ltd. llc plc group holdings bank "
     "university institute department agency association foundation council commission "
