@@ -130,17 +130,17 @@ def test_snippet_centres_on_query_words() -> None:
 
 def test_title_prior_weighs_the_words_that_tell_titles_apart() -> None:
     titles = {
-        "adobe": "ADOBE INC. — Form 10-K, fiscal year ended December 2, 2022",
-        "bby": "BEST BUY CO., INC. — Form 10-K, fiscal year ended January 28, 2023",
+        "corvane": "CORVANE INC. — Form 10-K, fiscal year ended December 30, 2022",
+        "marlowe": "MARLOWE GROCERS, INC. — Form 10-K, fiscal year ended January 30, 2023",
         "3m": "3M COMPANY — Form 10-K, fiscal year ended December 31, 2022",
         "city": "City",
         "kc": "Kansas City",
     }
     prior = TitlePrior(titles)
-    w = prior.weights("Does Adobe have an improving operating margin profile as of FY2022?")
-    assert max(w, key=w.__getitem__) == "adobe" and w["adobe"] > 0.5
+    w = prior.weights("Did Corvane's operating margin widen in FY2022?")
+    assert max(w, key=w.__getitem__) == "corvane" and w["corvane"] > 0.5
     # the year alone names both 2022 filings, weakly
-    assert 0 < w["3m"] < w["adobe"] and "bby" not in w
+    assert 0 < w["3m"] < w["corvane"] and "marlowe" not in w
     assert set(prior.weights("What was 3M's capital expenditure?")) == {"3m"}
     # words every title has ("Form 10-K", "Fiscal Year") name no document
     filings = TitlePrior({k: v for k, v in titles.items() if "Form" in v})
@@ -149,7 +149,7 @@ def test_title_prior_weighs_the_words_that_tell_titles_apart() -> None:
     assert set(prior.weights("Which city hosts the Kansas City Chiefs?")) == {"kc", "city"}
     assert prior.weights("Which city is the largest?") == {}
     # ... a query typed in lower case keeps every word
-    assert set(prior.weights("adobe operating margin")) == {"adobe"}
+    assert set(prior.weights("corvane operating margin")) == {"corvane"}
     # a question's opening word is no name, even where a title holds it
     film = TitlePrior({"film": "What Lies Beneath", "other": "Beneath the Planet of the Apes"})
     assert film.weights("What is the capital of France?") == {}
@@ -162,18 +162,20 @@ def test_title_prior_puts_the_named_documents_passages_first(store: GraphStore) 
     q = unit("margins")
     text = "We report our operating margin for the year in the table below."
     # the same sentence in two companies' filings; the other company's is a little nearer
-    adobe = make_doc("ADOBE INC. — Form 10-K, fiscal year ended December 2, 2022", [text])
-    bby = make_doc("BEST BUY CO., INC. — Form 10-K, fiscal year ended January 28, 2023", [text])
-    add(store, adobe, np.stack([mix(q, unit("a"), 0.80)]))
-    add(store, bby, np.stack([mix(q, unit("b"), 0.84)]))
+    corvane = make_doc("CORVANE INC. — Form 10-K, fiscal year ended December 30, 2022", [text])
+    marlowe = make_doc(
+        "MARLOWE GROCERS, INC. — Form 10-K, fiscal year ended January 30, 2023", [text]
+    )
+    add(store, corvane, np.stack([mix(q, unit("a"), 0.80)]))
+    add(store, marlowe, np.stack([mix(q, unit("b"), 0.84)]))
     plain = store.search("What was the operating margin?", q, k=2)
-    assert plain[0].doc_id == bby.document.doc_id
+    assert plain[0].doc_id == marlowe.document.doc_id
     for mode in ("hybrid", "vector", "keyword"):
-        named = store.search("What was Adobe's operating margin?", q, k=2, mode=mode)
-        assert named[0].doc_id == adobe.document.doc_id, mode
+        named = store.search("What was Corvane's operating margin?", q, k=2, mode=mode)
+        assert named[0].doc_id == corvane.document.doc_id, mode
     # graph expansion keeps the order the prior gave
-    graphed = store.search("What was Adobe's operating margin?", q, k=2, graph=True)
-    assert graphed[0].doc_id == adobe.document.doc_id
+    graphed = store.search("What was Corvane's operating margin?", q, k=2, graph=True)
+    assert graphed[0].doc_id == corvane.document.doc_id
     # a document added later is named at once (the prior follows the library)
     late = make_doc("CVS HEALTH CORP — Form 10-K, fiscal year ended December 31, 2022", [text])
     add(store, late, np.stack([mix(q, unit("c"), 0.78)]))
@@ -271,22 +273,22 @@ def test_graph_expansion_adds_bridge_passages(store: GraphStore) -> None:
 def test_graph_expansion_seeds_on_entities_the_query_names(store: GraphStore) -> None:
     """HippoRAG's seeding: the passage naming the query's entity enters the results though
     the vector list ranks twenty noise passages above it."""
-    q = unit("waterfall")
+    q = unit("bridge")
     named = make_doc(
         "river",
-        ["The Bubye River flows through Zimbabwe.", "Its basin is dry."],
-        entities={0: ["Bubye River", "Zimbabwe"]},
+        ["The Marrow River flows through Ostmark.", "Its basin is dry."],
+        entities={0: ["Marrow River", "Ostmark"]},
     )
     add(store, named, np.stack([mix(q, unit("r1"), 0.45), mix(q, unit("r2"), 0.05)]))
     for i in range(20):  # separate documents: no next-passage links among them
-        noise = make_doc(f"noise {i}", [f"A waterfall note number {i}."])
+        noise = make_doc(f"noise {i}", [f"A bridge note number {i}."])
         add(store, noise, np.stack([mix(q, unit(f"w{i}"), 0.5 + 0.005 * i)]))
     river = named.passages[0].passage_id
-    text = "waterfall in the country of the Bubye River"
+    text = "bridge in the province of the Marrow River"
     without = {h.evidence_id for h in store.search(text, q, k=6, mode="vector", graph=True)}
     assert river not in without
     hits = store.search(
-        text, q, k=6, mode="vector", graph=True, entities=[entity_id("Bubye River")]
+        text, q, k=6, mode="vector", graph=True, entities=[entity_id("Marrow River")]
     )
     found = {h.evidence_id: h for h in hits}
     assert river in found and "graph" in found[river].signals
