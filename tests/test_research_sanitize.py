@@ -563,8 +563,8 @@ def test_a_place_is_held_by_its_demonym_and_the_other_way_round() -> None:
     get = {ev_id: play}.get
     assert check_claims(f"Brenner was a citizen of Denmark [{ev_id}].", get, None) == []
     assert check_claims(f"The Salt Ledger is set in a Venetian town [{ev_id}].", get, None) == []
-    flagged = check_claims(f"Brenner was a citizen of Finland [{ev_id}].", get, None)
-    assert [f.reason for f in flagged] == ["not in the cited text: Finland"]
+    flagged = check_claims(f"Brenner was a citizen of Portugal [{ev_id}].", get, None)
+    assert [f.reason for f in flagged] == ["not in the cited text: Portugal"]
     # whole words only: "romance" does not name Rome
     novel = evidence(ev_id, "The Salt Ledger is a romance by a playwright.")
     flagged = check_claims(f"The Salt Ledger is set in Rome [{ev_id}].", {ev_id: novel}.get, None)
