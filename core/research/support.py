@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.ingest.chunking import sentence_ranges
 from core.library import Evidence
 from core.research.arithmetic import calculations
 from core.research.citations import cited_sentences, excerpt
 from core.research.schemas import FlaggedClaim
+from core.text import sentence_ranges
 from models.llm import ChatMessage, Choice
 
 OPTIONS = ("yes", "partly", "no")
