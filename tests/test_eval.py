@@ -51,17 +51,17 @@ def test_normalisation_em_f1_with_aliases() -> None:
 
 def test_answer_extraction_first_and_best_sentence() -> None:
     md = (
-        "# Answer\n\n**The first president was H. Orrin Vale** [1]. He was a naturalist [2].\n"
+        "# Answer\n\n**The first mayor was H. Orrin Vale** [1]. He was a naturalist [2].\n"
         "- Orrin Vale [1]\n\n## Sources\n\n1. Orrin Vale — p. 1\n"
     )
     assert sentences(md) == [
-        "The first president was H. Orrin Vale.",
+        "The first mayor was H. Orrin Vale.",
         "He was a naturalist.",
         "Orrin Vale",
     ]
     s = score_answer(md, ["H. Orrin Vale", "Orrin Vale"])
-    assert s.first == "The first president was H. Orrin Vale."
-    # first: [first, president, was, h, orrin, vale] vs [h, orrin, vale]: P 1/2, R 1
+    assert s.first == "The first mayor was H. Orrin Vale."
+    # first: [first, mayor, was, h, orrin, vale] vs [h, orrin, vale]: P 1/2, R 1
     assert s.first_f1 == pytest.approx(2 / 3) and s.first_em == 0.0
     assert s.best == "Orrin Vale" and s.best_em == 1.0 and s.best_f1 == 1.0
     assert score_answer("", ["x"]).first_f1 == 0.0
@@ -103,10 +103,10 @@ def test_text_held_on_page() -> None:
 # ----------------------------------------------------------------------------- fixtures
 
 CORPUS = [
-    ("p1", "Journal of Foo Studies", "The Journal of Foo Studies is published by the Bar Society."),
-    ("p2", "Bar Society", "The Bar Society was founded in 1901. Its first president: Alice Grant."),
+    ("p1", "Foo Bridge", "The Foo Bridge was built by the Bar Guild."),
+    ("p2", "Bar Guild", "The Bar Guild was founded in 1901. Its first master: Alice Grant."),
     ("p3", "Baz River", "The Baz River flows through Quxland, a small northern country."),
-    ("p4", "Quxland", "Quxland is home to the Glimmer Falls, its largest waterfall."),
+    ("p4", "Quxland", "Quxland's capital is the river port of Glimmerhaven."),
     ("p5", "Zed Mountain", "Zed Mountain is the tallest peak of the Ommer range."),
 ]
 
@@ -115,8 +115,8 @@ def _hop(answer: str, gold: str) -> dict[str, str]:
     return {"sub_question": "...", "sub_answer": answer, "gold_passage_id": gold}
 
 
-Q1 = "Who was the first president of the society that publishes the Journal of Foo Studies?"
-Q2 = "What waterfall is in the country the Baz River flows through?"
+Q1 = "Who was the first master of the guild that built the Foo Bridge?"
+Q2 = "What is the capital of the country the Baz River flows through?"
 MUSIQUE = [
     {
         "qid": "2hop__1",
@@ -124,15 +124,15 @@ MUSIQUE = [
         "answer": "Alice Grant",
         "answer_aliases": ["A. Grant"],
         "gold_passage_ids": ["p1", "p2"],
-        "decomposition": [_hop("Bar Society", "p1"), _hop("Alice Grant", "p2")],
+        "decomposition": [_hop("Bar Guild", "p1"), _hop("Alice Grant", "p2")],
     },
     {
         "qid": "2hop__2",
         "question": Q2,
-        "answer": "Glimmer Falls",
+        "answer": "Glimmerhaven",
         "answer_aliases": [],
         "gold_passage_ids": ["p3", "p4"],
-        "decomposition": [_hop("Quxland", "p3"), _hop("Glimmer Falls", "p4")],
+        "decomposition": [_hop("Quxland", "p3"), _hop("Glimmerhaven", "p4")],
     },
 ]
 # read_top=0: the scripted workers read exactly what their scripts fetch
@@ -217,17 +217,17 @@ def test_eval_musique_command(
             act("fetch_evidence", evidence_id=ev["p2"]),
             act("fetch_evidence", evidence_id=ev["p5"]),
             act("finish"),
-            notes(("Alice Grant was the first president of the Bar Society.", [ev["p2"]])),
+            notes(("Alice Grant was the first master of the Bar Guild.", [ev["p2"]])),
             # question 2: reads both gold passages
             act("fetch_evidence", evidence_id=ev["p3"]),
             act("fetch_evidence", evidence_id=ev["p4"]),
             act("finish"),
-            notes(("Quxland has the Glimmer Falls.", [ev["p4"]])),
+            notes(("Quxland's capital is Glimmerhaven.", [ev["p4"]])),
         ],
         [
-            f"Alice Grant was the first president of the Bar Society [{ev['p2']}]. "
+            f"Alice Grant was the first master of the Bar Guild [{ev['p2']}]. "
             f"Zed Mountain is the tallest peak of the Ommer range [{ev['p5']}].",
-            f"Glimmer Falls [{ev['p4']}]. The Baz River flows through Quxland [{ev['p3']}].",
+            f"Glimmerhaven [{ev['p4']}]. The Baz River flows through Quxland [{ev['p3']}].",
         ],
     )
     app = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
@@ -250,12 +250,12 @@ def test_eval_musique_command(
     # question 1 fetched p2 (gold, hop 2) and p5: half the gold, one hop of two
     assert q1["fetched"] == 2 and q1["fetched_recall"] == 0.5 and q1["fetched_gold"] == ["p2"]
     assert q1["hops_fetched"] == [False, True]
-    # first sentence "Alice Grant was the first president of the Bar Society":
+    # first sentence "Alice Grant was the first master of the Bar Guild":
     # 8 tokens after normalisation, 2 of them gold: F1 = 2 * (2/8) / (2/8 + 1) = 0.4
     assert q1["answer"]["first_em"] == 0.0 and q1["answer"]["first_f1"] == pytest.approx(0.4)
     assert q1["citation_precision"] == 0.5 and q1["citation_recall"] == 0.5
     assert q2["fetched_recall"] == 1.0 and q2["hops_fetched"] == [True, True]
-    assert q2["answer"]["first"] == "Glimmer Falls." and q2["answer"]["first_em"] == 1.0
+    assert q2["answer"]["first"] == "Glimmerhaven." and q2["answer"]["first_em"] == 1.0
     assert q2["citation_precision"] == 1.0 and q2["citation_recall"] == 1.0
     assert s["fetched_recall"] == 0.75 and s["em_first"] == 0.5
     assert s["seen_recall"] == 1.0  # the searches showed all five passages; the run read three
@@ -307,9 +307,9 @@ def test_eval_replay_reuses_another_series_research_and_runs_only_the_writing(
         [
             act("fetch_evidence", evidence_id=ev["p2"]),
             act("finish"),
-            notes(("Alice Grant was the first president of the Bar Society.", [ev["p2"]])),
+            notes(("Alice Grant was the first master of the Bar Guild.", [ev["p2"]])),
         ],
-        [f"The Bar Society's first president was Alice Grant [{ev['p2']}]."],
+        [f"The Bar Guild's first master was Alice Grant [{ev['p2']}]."],
     )
     app = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
     lib = tmp_path / "evallib"
@@ -364,8 +364,8 @@ def test_check_citations_finds_invalid(tmp_path: Path, embedder: Any) -> None:
         task="t",
         question="q",
         status="answered",
-        markdown="Alice Grant [1]. Glimmer [2]. Ghost [3]. Left [E4].\n\n## Sources\n\n1. x [9]\n",
-        citations=[rec(1, good), rec(2, stale, quote="Quxland is home to no waterfall at all.")],
+        markdown="Alice Grant [1]. Quxland [2]. Ghost [3]. Left [E4].\n\n## Sources\n\n1. x [9]\n",
+        citations=[rec(1, good), rec(2, stale, quote="Quxland has no capital at all.")],
     )
     checks, problems = evaluator.check_citations(report, {good.evidence_id}, {"p2"})
     assert [c.gold for c in checks] == [True, False]
