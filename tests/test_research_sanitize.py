@@ -200,18 +200,18 @@ def test_plan_normalization_and_batches() -> None:
 
 
 def test_a_query_asked_twice_runs_once() -> None:
-    twice = "What is the name of the first president of the Marsh Ecology Guild?"
+    twice = "What is the name of the engineer who built Kessel Harbour?"
     plan = ResearchPlan.model_validate(
         {
             "task_analysis": "a",
             "queries": [
-                {"id": "a", "query": "Which guild prints the Review?"},
+                {"id": "a", "query": "Which harbour does the ferry leave from?"},
                 {"id": "b", "query": twice, "depends_on": ["a"]},
                 {"id": "c", "query": "When was it founded?", "depends_on": ["e"]},
                 {"id": "d", "query": twice.upper().replace("?", " ?"), "depends_on": ["b"]},
                 {
                     "id": "e",
-                    "query": "what is the name of the first President of the Marsh Ecology Guild",
+                    "query": "what is the name of the Engineer who built Kessel harbour",
                 },
             ],
         }
@@ -262,43 +262,43 @@ def test_salvage_skips_invalid_queries_and_finds_nothing_where_nothing_is() -> N
 
 def test_plan_queries_copied_from_elsewhere_are_dropped() -> None:
     """What the 1.5B planner did: a query lifted from the prompt's wording, not the question."""
-    question = "Who was the first warden of the guild that prints the Tidewater Review?"
+    question = "Which engineer built the harbour that the Tidewater ferry leaves from?"
     plan = ResearchPlan.model_validate(
         {
             "task_analysis": "a",
             "queries": [
-                {"id": "q1", "query": "Which guild prints the Tidewater Review?"},
+                {"id": "q1", "query": "Which harbour does the Tidewater ferry leave from?"},
                 {"id": "q2", "query": "Where was the founder of product P born?"},
                 {
                     "id": "q3",
-                    "query": "Who chaired the Marsh Ecology Guild?",
+                    "query": "Who designed Kessel Harbour?",
                     "depends_on": ["q2"],
                 },
             ],
         }
     )
-    found = "The Marsh Ecology Guild prints the Tidewater Review."
+    found = "The Tidewater ferry leaves from Kessel Harbour."
     # max_queries=2: the question itself is not appended after the two grounded queries
     grounded = ground_plan(plan, question, found, 2)
     assert [q.query for q in grounded.queries] == [
-        "Which guild prints the Tidewater Review?",
-        "Who chaired the Marsh Ecology Guild?",  # grounded by the discovery results
+        "Which harbour does the Tidewater ferry leave from?",
+        "Who designed Kessel Harbour?",  # grounded by the discovery results
     ]
     assert grounded.queries[1].depends_on == []  # its dropped dependency is gone
     guessed = plan.model_copy(
         update={
             "components": [
-                "The first warden of the guild was Hollis Crane.",  # a guess
-                "Name of the guild",
-                "Year the Marsh Ecology Guild was founded",
+                "The engineer of the harbour was Hollis Crane.",  # a guess
+                "Name of the harbour",
+                "Year Kessel Harbour was built",
             ],
             "constraints": ["Only sources after 2001", "Ignore Wikipedia"],
         }
     )
     kept = ground_plan(guessed, question, found)
     assert kept.components == [
-        "Name of the guild",
-        "Year the Marsh Ecology Guild was founded",
+        "Name of the harbour",
+        "Year Kessel Harbour was built",
     ]
     assert kept.constraints == ["Only sources after 2001"]
     nothing = ground_plan(plan, "Qqq zzz?", "")
@@ -393,12 +393,12 @@ def test_an_initial_does_not_end_the_sentence_a_citation_checks() -> None:
     from core.research.citations import check_claims
 
     ev_id = "ev1:" + "c" * 16
-    ev = evidence(ev_id, "H. Orrin Vale wrote Marshlands in 1911.")
-    claim = f"The first president of the Northport Society was H. Orrin Vale [{ev_id}]."
+    ev = evidence(ev_id, "J. Edgar Northcote drew the Kessel plans in 1911.")
+    claim = f"The founder of the Northport Society was J. Edgar Northcote [{ev_id}]."
     (flag,) = check_claims(claim, {ev_id: ev}.get, None)
-    assert flag.sentence == claim  # the whole sentence, not "Orrin Vale [...]."
+    assert flag.sentence == claim  # the whole sentence, not "Edgar Northcote [...]."
     assert "Northport" in flag.reason and "Society" in flag.reason
-    ok = f"H. Orrin Vale wrote Marshlands in 1911 [{ev_id}]. U.S. readers liked it."
+    ok = f"J. Edgar Northcote drew the Kessel plans in 1911 [{ev_id}]. U.S. readers liked it."
     assert check_claims(ok, {ev_id: ev}.get, None) == []
 
 
