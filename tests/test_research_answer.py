@@ -421,25 +421,22 @@ def test_key_sentences_pick_the_answering_sentence_across_passages(embedder: Any
             passage_text=text,
         )
 
-    review = ev(
+    ferry = ev(
         "a",
-        "Tidewater Review",
-        "The Tidewater Review is a quarterly of field reports printed by the Marsh Ecology "
-        "Guild. Its editor is Petra Lind. Back issues are held in two libraries.",
+        "Tidewater ferry",
+        "The Tidewater ferry leaves from Kessel Harbour. Its captain is Petra Lind. "
+        "Timetables are posted at both piers.",
     )
-    vale = ev(
+    harbour = ev(
         "b",
-        "Salt Marsh Surveys",
-        "Systematic surveys of salt marshes began in 1911. Vale, who was the first president "
-        "of the Marsh Ecology Guild, led the first of them. Later surveyors disputed his maps.",
+        "Harbour works",
+        "Harbour building on the coast began in 1911. Northcote, who designed Kessel Harbour, "
+        "drew the first of its plans. Later engineers disputed his tide tables.",
     )
     picked = key_sentences(
-        ["Who was the first president of the Marsh Ecology Guild?"],
-        [review, vale],
-        embedder.embed,
-        limit=2,
+        ["Who designed Kessel Harbour?"], [ferry, harbour], embedder.embed, limit=2
     )
-    assert any(s.startswith("Vale, who was the first president") for s in picked["b"])
+    assert any(s.startswith("Northcote, who designed Kessel Harbour") for s in picked["b"])
     assert not any("Petra Lind" in s for s in picked.get("a", []))
     # in passage order within a passage, and nothing beyond the limit
     assert sum(len(v) for v in picked.values()) == 2
