@@ -18,7 +18,7 @@ from core.research.trail import TRAIL_HEADING, trail_lines, trail_section
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
-QUESTION = "Which lighthouse stands in the province where the Marrow Canal is found?"
+QUESTION = "Which lighthouse stands in the province that the Marrow Canal runs through?"
 CANAL = "ev1:" + "b" * 16
 LIGHT = "ev1:" + "f" * 16
 TARN = "ev1:" + "c" * 16
