@@ -19,22 +19,22 @@ from models.llm import ScriptedLLM
 
 PASSAGES = {
     "Lantern Road (song)": '"Lantern Road" is a 1971 single by Wes Harlan. It was his last hit.',
-    "Wes Harlan": "Wes Harlan was a country singer. He lived in Millbrook, Carvel when he died.",
+    "Wes Harlan": "Wes Harlan was a country singer. He was born in Millbrook, Carvel.",
     "Ned Brockway (painter)": "Ned Brockway was a painter and musician in Dunmore, Askerland.",
     "Lantern Light Waltz": '"Lantern Light Waltz" is a song by the Fenwick Choir, a tribute.',
-    "Carvel": "Carvel is a state of the Union. Dellmont is east of it.",
+    "Carvel": "Carvel is a state of the Union, governed from Dellmont.",
     "Askerland": "Askerland is a plains state. Its capital is Dunmore, where musicians lived.",
 }
 LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False, read_top=0)
 
 
 def _two_hop_planner() -> ScriptedLLM:
-    """Who sang Lantern Road (a), then where he lived when he died (b, after a)."""
+    """Who sang Lantern Road (a), then where he was born (b, after a)."""
     return ScriptedLLM(
         [
             plan(
                 ("a", "Who sang Lantern Road?", []),
-                ("b", "Where did the singer of Lantern Road live when he died?", ["a"]),
+                ("b", "Where was the singer of Lantern Road born?", ["a"]),
             )
         ]
     )
@@ -84,7 +84,7 @@ def test_subject_names_and_titles() -> None:
     question += "go to?"
     assert subject_names(question) == ["Mabel and the Wet, Windy, Not Very Nice Week"]
     assert subject_names(
-        "How many Marlowe Grocers stores are in the state where Lantern Road's singer died?"
+        "How many Marlowe Grocers shops opened in the state where Lantern Road's singer was born?"
     ) == ["Marlowe Grocers", "Lantern Road"]
     assert title_named("Wolkenhärfe", fold("Who composed Wolkenharfe?"))
     assert title_named("Harrow (Fenwick Choir song)", fold("where the singers of Harrow formed"))
@@ -147,13 +147,13 @@ def test_a_plan_that_stops_short_ends_with_the_question() -> None:
 
 def test_worker_reads_the_subjects_passage_then_the_one_it_names(songs_app: Sourcebook) -> None:
     song, singer = _pid(songs_app, "Lantern Road (song)"), _pid(songs_app, "Wes Harlan")
-    query = "Where did Lantern Road's singer live when he died?"
+    query = "Where was Lantern Road's singer born?"
     researcher = ScriptedLLM(
         [
             # the model drifts to a lookalike and searches for it
             act("discover_evidence", query="Ned Brockway painter musician Dunmore"),
             act("finish"),
-            notes(("Wes Harlan lived in Millbrook, Carvel when he died.", [singer])),
+            notes(("Wes Harlan was born in Millbrook, Carvel.", [singer])),
         ]
     )
     songs_app.research(
@@ -169,7 +169,7 @@ def test_worker_reads_the_subjects_passage_then_the_one_it_names(songs_app: Sour
 def test_dependent_worker_reads_what_its_dependency_found_first(songs_app: Sourcebook) -> None:
     song, singer = _pid(songs_app, "Lantern Road (song)"), _pid(songs_app, "Wes Harlan")
     painter = _pid(songs_app, "Ned Brockway (painter)")
-    question = "Where did the singer of Lantern Road live when he died?"
+    question = "Where was the singer of Lantern Road born?"
     planner = _two_hop_planner()
     researcher = ScriptedLLM(
         [
@@ -179,7 +179,7 @@ def test_dependent_worker_reads_what_its_dependency_found_first(songs_app: Sourc
             # b: the model searches a lookalike; its first hit must not be read first
             act("discover_evidence", query="Ned Brockway painter musician Dunmore"),
             act("finish"),
-            notes(("Wes Harlan lived in Millbrook, Carvel.", [singer])),
+            notes(("Wes Harlan was born in Millbrook, Carvel.", [singer])),
         ]
     )
     songs_app.research(
@@ -200,7 +200,7 @@ def test_dependent_worker_reads_what_its_dependency_found_first(songs_app: Sourc
 
 def test_dependent_worker_reads_what_its_dependency_cited_last(songs_app: Sourcebook) -> None:
     song, singer = _pid(songs_app, "Lantern Road (song)"), _pid(songs_app, "Wes Harlan")
-    question = "Where did the singer of Lantern Road live when he died?"
+    question = "Where was the singer of Lantern Road born?"
     planner = _two_hop_planner()
     researcher = ScriptedLLM(
         [
@@ -208,7 +208,7 @@ def test_dependent_worker_reads_what_its_dependency_cited_last(songs_app: Source
             act("finish"),
             notes(("Lantern Road is a single by Wes Harlan.", [song])),
             act("finish"),
-            notes(("Wes Harlan lived in Millbrook, Carvel.", [singer])),
+            notes(("Wes Harlan was born in Millbrook, Carvel.", [singer])),
         ]
     )
     songs_app.research(
@@ -255,7 +255,7 @@ def test_worker_reads_a_hit_a_read_passage_names_before_the_rest(songs_app: Sour
 
 def test_a_plan_that_stops_short_runs_the_question_last(songs_app: Sourcebook) -> None:
     song, singer = _pid(songs_app, "Lantern Road (song)"), _pid(songs_app, "Wes Harlan")
-    question = "Which state lies east of the state where Lantern Road's singer died?"
+    question = "Which city governs the state where Lantern Road's singer was born?"
     planner = ScriptedLLM([plan(("a", "Who sang Lantern Road?", []))])
     researcher = ScriptedLLM(
         [
@@ -265,12 +265,12 @@ def test_a_plan_that_stops_short_runs_the_question_last(songs_app: Sourcebook) -
             # the appended question: its first search carries what q1 found
             act("fetch_evidence", evidence_id=singer),
             act("finish"),
-            notes(("Wes Harlan lived in Millbrook, Carvel when he died.", [singer])),
+            notes(("Wes Harlan was born in Millbrook, Carvel.", [singer])),
         ]
     )
     report = songs_app.research(
         question,
-        models=models(planner, researcher, ScriptedLLM(["Carvel [E1]."])),
+        models=models(planner, researcher, ScriptedLLM(["Dellmont [E1]."])),
         task="subj-cover",
         limits=LIM,
     )
