@@ -72,7 +72,7 @@ def test_fast() -> None:
 
 
 def test_named_entity_ids_of_a_question() -> None:
-    question = "Which bridge spans the river of the province where the Marrow Canal is charted?"
+    question = "Which bridge spans the river of the province that the Marrow Canal crosses?"
     ids = named_entity_ids(question)
     assert ids == [entity_id("Marrow Canal")]
     assert named_entity_ids("what is revenue?") == []

@@ -297,7 +297,10 @@ def test_what_a_question_asks_for_and_an_answer_lacks() -> None:
     assert unlike_asked("When was it founded?", "Mayor Marcela Decker") == "a date or year"
     assert unlike_asked("It was started when?", "the Northport regatta") == "a date or year"
     assert unlike_asked("In what year did it open?", "the harbor") == "a date or year"
-    assert unlike_asked("How many Corley Mart shops are in the county?", "Westmarch") == "a number"
+    assert (
+        unlike_asked("How many shops does Corley Mart run in the county?", "Westmarch")
+        == "a number"
+    )
     assert unlike_asked("How much did revenue grow?", "it grew") == "a number"
     for question, answer in [
         ("When was it founded?", "1921"),
