@@ -82,8 +82,8 @@ def test_recall_precision_and_numbers() -> None:
     assert numeric_match("It was 24.7% [2].", "24.6%") is True  # inside 1 %
     assert numeric_match("Cited [12] only.", "12") is False  # citation markers are not numbers
     assert numeric_match("anything", "Yes, it did.") is None
-    # years and enumerators are not quantities: "flat in FY 2021" states no number to match
-    assert numeric_match("Sales in FY 2021 were flat.", "Unit growth was flat in FY 2021.") is None
+    # years and enumerators are not quantities: "steady in FY 2021" states no number to match
+    assert numeric_match("Sales in FY 2021 were flat.", "Volumes held steady in FY 2021.") is None
     assert numeric_match("In FY 2020 it bought (1) Fernwood.", "(1) Halden Labs, 2020") is None
     # ... but an amount that reads like a year is one
     assert numeric_match("Adj. EBITDA was $2,019 million in 2021.", "$2,019mn in FY 2021") is True

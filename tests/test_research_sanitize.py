@@ -554,12 +554,10 @@ def test_the_answer_line_is_checked_as_the_answer_to_the_question(embedder: Any)
 
 
 def test_a_place_is_held_by_its_demonym_and_the_other_way_round() -> None:
-    """The 1.5B answered a country from a passage naming only its demonym ("the Danish
-    playwright"), and was flagged."""
+    """The 1.5B answered a country from a passage naming only its demonym ("a Danish
+    dramatist"), and was flagged."""
     ev_id = "ev1:" + "6" * 16
-    play = evidence(
-        ev_id, "The Salt Ledger is a play by the Danish playwright Oda Brenner, set in Venice."
-    )
+    play = evidence(ev_id, "Oda Brenner, a Danish dramatist, set The Salt Ledger in Venice.")
     get = {ev_id: play}.get
     assert check_claims(f"Brenner was a citizen of Denmark [{ev_id}].", get, None) == []
     assert check_claims(f"The Salt Ledger is set in a Venetian town [{ev_id}].", get, None) == []

@@ -21,7 +21,7 @@ PASSAGES = {
     "Lantern Road (song)": '"Lantern Road" is a 1971 single by Wes Harlan. It was his last hit.',
     "Wes Harlan": "Wes Harlan was a country singer. He was born in Millbrook, Carvel.",
     "Ned Brockway (painter)": "Ned Brockway was a painter and musician in Dunmore, Askerland.",
-    "Lantern Light Waltz": '"Lantern Light Waltz" is a song by the Fenwick Choir, a tribute.',
+    "Lantern Light Waltz": '"Lantern Light Waltz" is a tribute the Fenwick Choir recorded.',
     "Carvel": "Carvel is a state of the Union, governed from Dellmont.",
     "Askerland": "Askerland is a plains state. Its capital is Dunmore, where musicians lived.",
 }
