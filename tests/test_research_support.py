@@ -69,7 +69,7 @@ def test_every_claim_supported_is_answered_and_the_judgements_are_logged(
     judged = [c for c in writer.history if c.kind == "choose"]
     assert len(judged) == 3
     first = judged[0].messages[-1].content  # the answer line first, as the answer to the question
-    assert f'Claim: The answer to the question "{Q}" is: Mayor Ellen Park.' in first
+    assert f"Question: {Q}\nAnswer: Mayor Ellen Park\n" in first and "Claim:" not in first
     assert "founded in 1921 by Mayor Ellen Park" in first and "[ev1:" not in first
     info, _ = research_app.task("support-all-yes")
     assert info.status == "answered"
@@ -171,8 +171,9 @@ def test_claims_are_judged_answer_first_once_each_and_flagged_below_the_floor() 
         asked.append((key, msgs[-1].content))
         return choice(next(verdicts))
 
-    def messages(passages: str, claim: str) -> list[ChatMessage]:
-        return [ChatMessage(role="user", content=f"{passages}\n\nClaim: {claim}")]
+    def messages(passages: str, claim: str, answer: str | None) -> list[ChatMessage]:
+        asks = f"Answer: {answer}" if answer is not None else f"Claim: {claim}"
+        return [ChatMessage(role="user", content=f"{passages}\n\n{asks}")]
 
     judged = support.judge_claims(
         draft, texts.get, choose, messages, question="Which river?", answer_mark="**Answer:**"
@@ -182,7 +183,7 @@ def test_claims_are_judged_answer_first_once_each_and_flagged_below_the_floor() 
         "Ana Brel was born in Tarsk",
         "The Vell flows past her birthplace",
     ]
-    assert 'Claim: The answer to the question "Which river?" is: the Vell.' in asked[0][1]
+    assert "Answer: the Vell" in asked[0][1] and "Claim:" not in asked[0][1]
     assert "[1] t\nAna Brel" in asked[2][1] and "[2] t\nTarsk is on the Vell." in asked[2][1]
     assert len({k for k, _ in asked}) == 3
     (flag,) = support.flags(judged)
@@ -264,6 +265,6 @@ def test_a_sentence_whose_calculation_holds_is_not_judged() -> None:
         return choice("no")
 
     judged = support.judge_claims(
-        draft, texts.get, choose, lambda p, c: [], answer_mark="**Answer:**"
+        draft, texts.get, choose, lambda p, c, a: [], answer_mark="**Answer:**"
     )
     assert judged == [] and asked == []

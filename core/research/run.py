@@ -549,7 +549,10 @@ def _support_flags(
     role = "checker" if "checker" in ctx.models else "writer"  # the writer's model by default
     llm = ctx.model(role)
 
-    def messages(passages: str, claim: str) -> list[ChatMessage]:
+    def messages(passages: str, claim: str, answer: str | None) -> list[ChatMessage]:
+        if answer is not None:
+            values = {"passages": passages, "question": st.question, "answer": answer}
+            return fit_messages(llm, "support_answer", values, {"passages": "head"}, 1)
         values = {"passages": passages, "claim": claim}
         return fit_messages(llm, "support", values, {"passages": "head"}, 1)
 

@@ -33,15 +33,19 @@ from core.text import sentence_ranges
 from models.llm import ChatMessage, Choice
 
 OPTIONS = ("yes", "partly", "no")
-#: Support (the model's probability of "yes") below which a claim is flagged.
+#: Support (the model's probability of "yes") below which a claim is flagged, and below which
+#: an answer line is (asked with the question, its own prompt: ``support_answer.jinja``).
 SUPPORT_FLOOR = 0.5
+ANSWER_FLOOR = 0.5
 #: Claims judged per report, the answer line first; the rest keep the lexical checks alone.
 MAX_CLAIMS = 12
 PASSAGE_CHARS = 900
 UNIT_CHARS = 300
 
 ChooseFn = Callable[[str, list[ChatMessage]], Choice]
-MessagesFn = Callable[[str, str], list[ChatMessage]]
+#: (passages, claim, answer): the prompt; ``answer`` is set for the answer line, which is asked
+#: about as the answer to the question, not as a claim.
+MessagesFn = Callable[[str, str, str | None], list[ChatMessage]]
 EmbedFn = Callable[[list[str]], np.ndarray]
 
 
@@ -50,6 +54,7 @@ class Judgement:
     sentence: str
     evidence_ids: list[str]
     choice: Choice
+    floor: float = SUPPORT_FLOOR
 
     @property
     def support(self) -> float:
@@ -57,7 +62,7 @@ class Judgement:
 
     @property
     def supported(self) -> bool:
-        return self.support >= SUPPORT_FLOOR
+        return self.support >= self.floor
 
     def reason(self) -> str:
         says = {
@@ -72,11 +77,15 @@ def plain_claim(sentence: str) -> str:
     return excerpt(sentence, chars=4000).replace("**", "").strip()
 
 
+def answer_of(sentence: str, answer_mark: str) -> str:
+    """The answer an answer line gives, without its mark, citations or final stop."""
+    return plain_claim(sentence.replace(answer_mark, " ")).rstrip(".")
+
+
 def claim_for(sentence: str, line: str, question: str, answer_mark: str) -> str:
     """What a sentence claims: itself, or for the answer line, the answer to the question."""
     if answer_mark and line.lstrip().startswith(answer_mark):
-        answer = plain_claim(sentence.replace(answer_mark, " ")).rstrip(".")
-        return f'The answer to the question "{question}" is: {answer}.'
+        return f'The answer to the question "{question}" is: {answer_of(sentence, answer_mark)}.'
     return plain_claim(sentence)
 
 
@@ -139,9 +148,9 @@ def judge_claims(
     embed: EmbedFn | None = None,
 ) -> list[Judgement]:
     """Judge every cited sentence of ``markdown`` not in ``skip`` (those already flagged),
-    the answer line first, at most :data:`MAX_CLAIMS`. ``messages(passages, claim)`` renders
-    the prompt; ``choose(key, messages)`` asks the model (keys are stable per claim, so a
-    resumed run reuses its judgements)."""
+    the answer line first, at most :data:`MAX_CLAIMS`. ``messages`` renders the prompt
+    (:data:`MessagesFn`); ``choose(key, messages)`` asks the model (keys are stable per
+    claim, so a resumed run reuses its judgements)."""
     todo: list[tuple[str, str, list[str]]] = []
     for sentence, line, ids in cited_sentences(markdown):
         if not ids or (skip and sentence in skip) or any(c.holds for c in calculations(sentence)):
@@ -155,13 +164,16 @@ def judge_claims(
         if not found:
             continue
         claim = claim_for(sentence, line, question, answer_mark)
+        is_answer = bool(answer_mark) and line.lstrip().startswith(answer_mark)
+        answer = answer_of(sentence, answer_mark) if is_answer else None
         passages = "\n\n".join(
             f"[{i}] {ev.title}\n{passage_view(ev, claim, embed)}"
             for i, ev in enumerate(found, start=1)
         )
         digest = hashlib.sha256(f"{claim}\n{' '.join(ids)}".encode()).hexdigest()[:16]
-        choice = choose(f"support/{digest}", messages(passages, claim))
-        out.append(Judgement(sentence=sentence, evidence_ids=ids, choice=choice))
+        choice = choose(f"support/{digest}", messages(passages, claim, answer))
+        floor = ANSWER_FLOOR if is_answer else SUPPORT_FLOOR
+        out.append(Judgement(sentence=sentence, evidence_ids=ids, choice=choice, floor=floor))
     return out
 
 
