@@ -90,8 +90,8 @@ class Choice(BaseModel):
 
 
 def check_options(options: Sequence[str]) -> list[str]:
-    """``options`` as ``choose`` needs them: two or more distinct, non-empty words, none the start
-    of another (their first tokens must differ)."""
+    """``options`` as ``choose`` needs them: two or more one-word options whose first two letters
+    differ, case aside, so that the first token of a reply tells them apart."""
     opts = [o.strip() for o in options]
     if len(opts) < 2 or any(not o or " " in o for o in opts):
         raise ValueError(f"choose needs two or more one-word options, got {list(options)!r}")
