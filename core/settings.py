@@ -139,12 +139,9 @@ class ResearchSettings(BaseModel):
     @field_validator("stages_off")
     @classmethod
     def _known_stages(cls, names: list[str]) -> list[str]:
-        from core.research.pipeline import STAGES
+        from core.research.pipeline import known_stages
 
-        unknown = [n for n in names if n not in STAGES]
-        if unknown:
-            raise ValueError(f"unknown stage(s) {', '.join(unknown)}; known: {', '.join(STAGES)}")
-        return names
+        return known_stages(names)
 
 
 class WebSettings(BaseModel):

@@ -241,7 +241,7 @@ def test_each_stage_logs_what_it_did_and_can_be_switched_off(research_app: Sourc
 def test_unknown_stage_names_are_refused_with_the_known_ones() -> None:
     with pytest.raises(ValidationError, match=r"unknown research stage.*support_check"):
         ResearchLimits(stages_off=["suport_check"])
-    with pytest.raises(ValidationError, match="unknown stage"):
+    with pytest.raises(ValidationError, match=r"unknown research stage.*support_check"):
         ResearchSettings(stages_off=["suport_check"])
     assert set(STAGES) >= {"short_answer", "trail", "support_check"}
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -112,6 +113,19 @@ class RunContext:
 
     # ------------------------------------------------------------------ model calls
 
+    @contextmanager
+    def _model_errors(self, key: str) -> Iterator[None]:
+        """Model errors as a run reports them: a cancelled generation cancels the run; any other
+        is recorded against step ``key``, then raised."""
+        try:
+            with translate_errors():
+                yield
+        except ModelError as exc:
+            if isinstance(exc.__cause__, GenerationCancelled):
+                raise CancelledError("The research run was cancelled.") from exc
+            self.log.record_error(self.task, self.run, key, str(exc))
+            raise
+
     def model_json(
         self,
         role: str,
@@ -129,16 +143,10 @@ class RunContext:
             self._messages_event(key, messages)
             with self.log.span(self.task, self.run, "model", f"{role}/{key}") as counts:
                 counts["prompt_tokens"] = llm.count_message_tokens(messages)
-                try:
-                    with translate_errors():
-                        out = llm.complete_json(
-                            messages, schema, max_tokens=max_tokens, cancel=self.cancel
-                        )
-                except ModelError as exc:
-                    if isinstance(exc.__cause__, GenerationCancelled):
-                        raise CancelledError("The research run was cancelled.") from exc
-                    self.log.record_error(self.task, self.run, key, str(exc))
-                    raise
+                with self._model_errors(key):
+                    out = llm.complete_json(
+                        messages, schema, max_tokens=max_tokens, cancel=self.cancel
+                    )
                 counts["completion_tokens"] = llm.count_tokens(out.model_dump_json())
             return out
 
@@ -162,14 +170,8 @@ class RunContext:
         def call() -> Choice:
             self._messages_event(key, messages)
             with self.log.span(self.task, self.run, "model", f"{role}/{key}") as counts:
-                try:
-                    with translate_errors():
-                        out = llm.choose(messages, options, cancel=self.cancel)
-                except ModelError as exc:
-                    if isinstance(exc.__cause__, GenerationCancelled):
-                        raise CancelledError("The research run was cancelled.") from exc
-                    self.log.record_error(self.task, self.run, key, str(exc))
-                    raise
+                with self._model_errors(key):
+                    out = llm.choose(messages, options, cancel=self.cancel)
                 counts["prompt_tokens"] = out.prompt_tokens or llm.count_message_tokens(messages)
                 counts["completion_tokens"] = 0
             return out
@@ -206,30 +208,24 @@ class RunContext:
             with self.log.span(self.task, self.run, "model", f"{role}/{key}") as counts:
                 counts["prompt_tokens"] = llm.count_message_tokens(messages)
                 parts: list[str] = []
-                try:
-                    with translate_errors():
-                        tokens: Iterator[str] = llm.stream(
-                            messages, max_tokens=max_tokens, cancel=self.cancel
-                        )
-                        cut = None
-                        for tok in tokens:
-                            after = parts[-1][-1:] if parts else ""
-                            at_word = tok[:1].isspace() or after.isspace()
-                            if stop_at is not None and at_word:
-                                cut = stop_at("".join(parts))
-                                if cut is not None:
-                                    break
-                            parts.append(tok)
-                            if stream_to is not None:
-                                stream_to(tok)
-                        close = getattr(tokens, "close", None)
-                        if close is not None:
-                            close()  # stops the generation if it was cut
-                except ModelError as exc:
-                    if isinstance(exc.__cause__, GenerationCancelled):
-                        raise CancelledError("The research run was cancelled.") from exc
-                    self.log.record_error(self.task, self.run, key, str(exc))
-                    raise
+                with self._model_errors(key):
+                    tokens: Iterator[str] = llm.stream(
+                        messages, max_tokens=max_tokens, cancel=self.cancel
+                    )
+                    cut = None
+                    for tok in tokens:
+                        after = parts[-1][-1:] if parts else ""
+                        at_word = tok[:1].isspace() or after.isspace()
+                        if stop_at is not None and at_word:
+                            cut = stop_at("".join(parts))
+                            if cut is not None:
+                                break
+                        parts.append(tok)
+                        if stream_to is not None:
+                            stream_to(tok)
+                    close = getattr(tokens, "close", None)
+                    if close is not None:
+                        close()  # stops the generation if it was cut
                 text = "".join(parts)
                 counts["completion_tokens"] = llm.count_tokens(text)
                 if stop_at is not None and cut is None:

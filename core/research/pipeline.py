@@ -30,6 +30,16 @@ STAGES: dict[str, str] = {
 }
 
 
+def known_stages(names: list[str]) -> list[str]:
+    """``names`` without repeats, or ValueError naming the unknown ones and the stages."""
+    unknown = [n for n in names if n not in STAGES]
+    if unknown:
+        raise ValueError(
+            f"unknown research stage(s) {', '.join(unknown)}; the stages are " + ", ".join(STAGES)
+        )
+    return list(dict.fromkeys(names))
+
+
 def stage_on(ctx: RunContext, name: str) -> bool:
     """Whether stage ``name`` runs (the three older switches still count)."""
     if name not in STAGES:

@@ -198,15 +198,9 @@ class ResearchLimits(BaseModel):
     @field_validator("stages_off")
     @classmethod
     def _known_stages(cls, names: list[str]) -> list[str]:
-        from core.research.pipeline import STAGES  # the registry imports this module
+        from core.research.pipeline import known_stages  # the registry imports this module
 
-        unknown = [n for n in names if n not in STAGES]
-        if unknown:
-            raise ValueError(
-                f"unknown research stage(s) {', '.join(unknown)}; the stages are "
-                + ", ".join(STAGES)
-            )
-        return list(dict.fromkeys(names))
+        return known_stages(names)
 
 
 # ----------------------------------------------------------------------------- LLM-facing
