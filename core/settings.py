@@ -131,9 +131,8 @@ class ResearchSettings(BaseModel):
     )
     stages_off: list[str] = Field(
         default_factory=list,
-        description="Research stages to switch off by name (see `sourcebook eval --help`, "
-        "--off): short_answer, cite_quotations, method_talk, answer_copy, trail, "
-        "narrow_citations, complete_citations, claim_check, support_check, withhold_answer.",
+        description="Research stages to switch off by name: those of "
+        "core.research.pipeline.STAGES (listed by `sourcebook eval --help` under --off).",
     )
 
     @field_validator("stages_off")

@@ -88,6 +88,11 @@ class Choice(BaseModel):
     prompt_tokens: int | None = None
     elapsed_s: float = 0.0
 
+    @classmethod
+    def certain(cls, option: str, options: Sequence[str], **figures: Any) -> Choice:
+        """A choice known only by the option picked (no probabilities to read): taken as sure."""
+        return cls(option=option, probabilities={o: float(o == option) for o in options}, **figures)
+
 
 def check_options(options: Sequence[str]) -> list[str]:
     """``options`` as ``choose`` needs them: two or more one-word options whose first two letters
@@ -413,12 +418,7 @@ class BaseLLM(ABC):
         started = time.monotonic()
         out = self.complete_json(messages, _choice_schema(opts), max_tokens=16, cancel=cancel)
         picked = str(out.answer)  # type: ignore[attr-defined]
-        return Choice(
-            option=picked,
-            probabilities={o: float(o == picked) for o in opts},
-            model=self.name,
-            elapsed_s=time.monotonic() - started,
-        )
+        return Choice.certain(picked, opts, model=self.name, elapsed_s=time.monotonic() - started)
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources; the default has none."""
@@ -494,11 +494,8 @@ class ScriptedLLM(BaseLLM):
         picked = self._choices.popleft() if self._choices else opts[0]
         if picked not in opts:
             raise AssertionError(f"{self.name}: scripted choice {picked!r} is not in {opts!r}")
-        return Choice(
-            option=picked,
-            probabilities={o: float(o == picked) for o in opts},
-            model=self.name,
-            prompt_tokens=self.count_message_tokens(messages),
+        return Choice.certain(
+            picked, opts, model=self.name, prompt_tokens=self.count_message_tokens(messages)
         )
 
     @property

@@ -20,8 +20,7 @@ from research_fixtures import (
 
 from core.research import support
 from core.research.pipeline import STAGES
-from core.research.run import WITHHELD
-from core.research.schemas import ResearchLimits
+from core.research.schemas import WITHHELD_ANSWER, ResearchLimits
 from core.service import Sourcebook
 from core.settings import ResearchSettings
 from models.llm import ChatMessage, Choice, ScriptedLLM
@@ -96,7 +95,7 @@ def test_an_answer_judged_unsupported_is_withheld_and_the_run_has_no_answer(
 ) -> None:
     report, _ = _run(research_app, "support-answer-no", ["no", "yes", "yes"])
     assert report.status == "insufficient_evidence"
-    assert report.markdown.splitlines()[0] == WITHHELD
+    assert report.markdown.splitlines()[0] == WITHHELD_ANSWER
     # the withheld answer is quoted with its reason; what the sources do state stays, cited
     assert any(
         f.sentence.startswith("**Answer:** Mayor Ellen Park") and "do not state" in f.reason

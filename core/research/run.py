@@ -579,18 +579,15 @@ def _support_flags(
     return flagged
 
 
-WITHHELD = WITHHELD_ANSWER
-
-
 def withhold_unsupported_answer(text: str, flagged: list[FlaggedClaim]) -> tuple[str, bool]:
-    """``text`` with an answer line that a flag concerns replaced by :data:`WITHHELD`, and
+    """``text`` with an answer line that a flag concerns replaced by ``WITHHELD_ANSWER``, and
     whether it was: an answer is stated only when its check passes; the flagged answer stays
     quoted, with its reason, in the Flagged claims list."""
     lines = text.split("\n")
     for i, line in enumerate(lines):
         if line.lstrip().startswith(writer.ANSWER_MARK):
             if any(f.sentence in line for f in flagged):
-                lines[i] = WITHHELD
+                lines[i] = WITHHELD_ANSWER
                 return "\n".join(lines), True
             break
     return text, False
