@@ -269,21 +269,8 @@ class Sourcebook:
         return TaskLog(self.home / "tasks.sqlite")
 
     def research_limits(self, **changes: object) -> ResearchLimits:
-        """The limits a run gets from the settings, with ``changes`` (e.g. a stage off)."""
-        r = self.settings.research
-        values: dict[str, object] = {
-            "max_workers": r.max_workers,
-            "max_tool_calls": r.max_tool_calls,
-            "max_steps": r.max_steps,
-            "fetch_chars": r.fetch_chars,
-            "max_rounds": r.max_rounds,
-            "read_top": r.read_top,
-            "short_answer": r.short_answer,
-            "support_check": r.support_check,
-            "trail": r.trail,
-            "stages_off": r.stages_off,
-        }
-        return ResearchLimits.model_validate({**values, **changes})
+        """The settings' research limits, with ``changes`` (e.g. a stage off), validated."""
+        return ResearchLimits.model_validate({**self.settings.research.model_dump(), **changes})
 
     def research(
         self,

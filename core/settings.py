@@ -107,38 +107,64 @@ class ModelSettings(BaseModel):
     )
 
 
-class ResearchSettings(BaseModel):
+class ResearchLimits(BaseModel):
+    """How research runs: the hard limits of one run (defaults: the evidence-agent design) and
+    the stages it takes. The settings' ``research`` section holds one; a run gets a copy with
+    any changes (:meth:`core.service.Sourcebook.research_limits`)."""
+
     max_workers: int = Field(3, ge=1, description="Concurrent researcher workers.")
     max_tool_calls: int = Field(20, ge=1, description="Tool calls per worker.")
-    max_steps: int = Field(50, ge=1, description="Steps per worker.")
-    fetch_chars: int = Field(12000, ge=500, description="Characters per evidence fetch.")
-    max_rounds: int = Field(2, ge=1, description="Follow-up rounds for gaps.")
-    read_top: int = Field(
-        3, ge=0, le=10, description="Passages a worker reads (its best hits) before its notes."
+    max_steps: int = Field(50, ge=1, description="Steps (model turns) per worker.")
+    fetch_chars: int = Field(12000, ge=200, description="Characters per evidence fetch.")
+    max_rounds: int = Field(2, ge=1, description="Research rounds (first + follow-ups).")
+    discover_k: int = Field(6, ge=1, le=50, description="Hits per discover_evidence call.")
+    discover_graph: bool = Field(
+        True,
+        description="discover_evidence expands its hits through the knowledge graph (passages "
+        "sharing the query's or the best hits' entities): it finds the next hop's passage "
+        "(MuSiQue recall@5 .67 -> .77).",
     )
+    enough_fetches: int = Field(6, ge=1, description="A worker stops after this many fetches.")
+    read_top: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Before its notes, a worker reads its best unread hits until it has read "
+        "this many (within its tool calls).",
+    )
+    writer_max_tokens: int = Field(900, ge=64)
     short_answer: bool = Field(
-        True, description="Open each report with a short cited answer line (one more model call)."
+        True,
+        description="Before the report, the writer answers in one short cited line, hop by hop "
+        "(one more model call).",
     )
     support_check: bool = Field(
         True,
-        description="The model judges whether each cited claim's passages state it (yes / "
-        "partly / no); unsupported claims are flagged and an unsupported answer is not asserted.",
+        description="Each cited claim is read with its passages by the model, asked whether "
+        "they state it (yes / partly / no, its probabilities read, no tokens written); an "
+        "unsupported claim is flagged (core.research.support).",
     )
     trail: bool = Field(
         True,
-        description="End each report with its research trail: the finding each research step "
-        "made, cited.",
+        description="End the report with its research trail: each step's finding, cited "
+        "(no model call; see core.research.trail).",
     )
     stages_off: list[str] = Field(
         default_factory=list,
-        description="Research stages to switch off by name: those of "
-        "core.research.pipeline.STAGES (listed by `sourcebook eval --help` under --off).",
+        description="Post-draft stages switched off by name (core.research.pipeline.STAGES).",
+    )
+    max_queries: int = Field(5, ge=1, le=5, description="Queries of the plan that run.")
+    auto_search: bool = Field(
+        True,
+        description="A worker's first steps are searches for its query (saves a model call), "
+        "for what the queries it builds on found, and for the line items of a financial "
+        "metric it names (core.research.line_items).",
     )
 
     @field_validator("stages_off")
     @classmethod
     def _known_stages(cls, names: list[str]) -> list[str]:
-        from core.research.pipeline import known_stages
+        from core.research.pipeline import known_stages  # not at load time: settings stay light
 
         return known_stages(names)
 
@@ -209,7 +235,7 @@ class Settings(BaseSettings):
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     models: ModelSettings = Field(default_factory=ModelSettings)
-    research: ResearchSettings = Field(default_factory=ResearchSettings)
+    research: ResearchLimits = Field(default_factory=ResearchLimits)
     web: WebSettings = Field(default_factory=WebSettings)
     ui: UISettings = Field(default_factory=UISettings)
 

@@ -17,7 +17,7 @@ import pytest
 from research_fixtures import HARBOR, RAIL, SECRET, _pdf
 
 from core.service import Sourcebook
-from core.settings import ResearchSettings, Settings
+from core.settings import ResearchLimits, Settings
 from models.llm import ScriptedLLM
 
 MakeService = Callable[..., Sourcebook]
@@ -64,7 +64,7 @@ def make_service(desktop_library: Path, embedder: Any) -> Iterator[MakeService]:
             "default": planner,
         }
         settings = Settings(
-            research=ResearchSettings(max_workers=1, max_rounds=1, short_answer=False)
+            research=ResearchLimits(max_workers=1, max_rounds=1, short_answer=False)
         )
         settings.web.enabled = web
         sb = Sourcebook(desktop_library, embedder=embedder, llms=llms, settings=settings)

@@ -31,7 +31,7 @@ from core.eval_metrics import (
 )
 from core.research.schemas import CitationRecord, Report
 from core.service import Sourcebook
-from core.settings import ResearchSettings, Settings
+from core.settings import ResearchLimits, Settings
 from models.llm import ScriptedLLM
 
 # ----------------------------------------------------------------------------- metrics
@@ -137,7 +137,7 @@ MUSIQUE = [
 ]
 # read_top=0: the scripted workers read exactly what their scripts fetch
 SETTINGS = Settings(
-    research=ResearchSettings(max_workers=1, max_rounds=1, read_top=0, short_answer=False)
+    research=ResearchLimits(max_workers=1, max_rounds=1, read_top=0, short_answer=False)
 )
 
 
