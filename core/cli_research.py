@@ -31,6 +31,9 @@ from models.llm import LLM
 Handler = Callable[[Sourcebook, argparse.Namespace], int]
 EXIT_OK, EXIT_PARTIAL, EXIT_USAGE = 0, 1, 2
 
+#: The stages of a run (its stage spans, core.research.run) a replay can start from.
+REPLAY_STAGES = ("writing", "citations")
+
 
 def add_parsers(sub: Any) -> dict[str, Handler]:
     r = sub.add_parser("research", help="Research a question in the library; print a cited report.")
@@ -111,6 +114,13 @@ def add_parsers(sub: Any) -> dict[str, Handler]:
         help="Reuse the plan and research of the series run with this --tag (same library, "
         "model and --own-docs), running only the writing and the checks anew: a writer-side "
         "change is measured in minutes on the same evidence.",
+    )
+    v.add_argument(
+        "--replay-from",
+        choices=REPLAY_STAGES,
+        default="writing",
+        help="With --replay: the stage the new runs start from (writing: plans and research "
+        "reused; citations: the drafts too, only the checks run anew, in seconds).",
     )
     v.add_argument(
         "--off",
@@ -355,6 +365,7 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
             replay_prefix=(
                 None if args.replay is None else _series(model, args.replay, args.own_docs)
             ),
+            replay_from=args.replay_from,
         )
 
         def on_result(i: int, r: ev.QuestionResult, so_far: ev.EvalResult) -> None:

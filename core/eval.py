@@ -256,10 +256,12 @@ class Evaluator:
         on_event: Callable[[str, RunEvent], None] | None = None,
         limits: ResearchLimits | None = None,
         replay_prefix: str | None = None,
+        replay_from: str = "writing",
     ) -> None:
         """``limits``: the runs' limits (default: the library's settings). ``replay_prefix``: a
-        task series (another tag's prefix) whose plans and research each new run reuses,
-        running only the writing and the checks (see :meth:`core.tasks.TaskLog.fork`)."""
+        task series (another tag's prefix) whose runs each new run reuses up to the stage
+        ``replay_from`` (``writing``: the plans and research; ``citations``: the drafts too),
+        running that stage and the rest anew (see :meth:`core.tasks.TaskLog.fork`)."""
         if own_docs and dataset != "financebench":
             raise ConfigError(
                 "Only FinanceBench questions name the documents they are about.",
@@ -274,6 +276,7 @@ class Evaluator:
         self.on_event = on_event
         self.limits = limits
         self.replay_prefix = replay_prefix
+        self.replay_from = replay_from
         self.records, aliases = corpus_records(corpus)
         self.map = UnitMap(dataset, app.documents(include_superseded=False), aliases)
         self._pages: dict[str, list[str]] = {}
@@ -327,7 +330,7 @@ class Evaluator:
             if self.replay_prefix is not None:
                 res.replayed_from = self.task_name(q.qid, self.replay_prefix)
                 if info is None:
-                    saved.fork(res.replayed_from, task, before_stage="writing")
+                    saved.fork(res.replayed_from, task, before_stage=self.replay_from)
         except ValueError as exc:
             res.error = f"cannot replay {res.replayed_from}: {exc}"
             return res

@@ -327,6 +327,14 @@ def test_eval_replay_reuses_another_series_research_and_runs_only_the_writing(
     assert row["fetched_gold"] == ["p2"] and row["seconds"] > 0
     assert not second["planner"].history and not second["researcher"].history
     assert [c.kind for c in second["writer"].history] == ["stream"]  # no support check
+    # --replay-from citations: the draft is reused too; only the checks run (the judge asked)
+    third = _models([], [], [])
+    out3 = tmp_path / "e.json"
+    argv = [*base, "--tag", "e", "--replay", "a", "--replay-from", "citations", "--out", str(out3)]
+    assert _cli(app, argv, third) == 0, capsys.readouterr().err
+    row = json.loads(out3.read_text())["questions"][0]
+    assert row["report_markdown"].startswith("The Bar Guild's first master was Alice Grant [1].")
+    assert {c.kind for c in third["writer"].history} == {"choose"}
     # a series cannot replay itself, and a missing series says so per question
     with pytest.raises(ConfigError, match="--replay names the series"):
         _cli(app, [*base, "--tag", "c", "--replay", "c"], _models([], [], []))
