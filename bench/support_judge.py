@@ -8,13 +8,20 @@ with a right and a wrong date or figure. Each claim is judged the way a run judg
 script reports, per way of stating an answer line, the mean p(yes) of right and wrong claims,
 the share of pairs where the right one scores higher (AUC), and accuracy at the floor.
 
-Saves ``bench/results/support_judge.json``. Usage (nothing else running):
-    .venv/bin/python bench/support_judge.py [--model 1.5b|0.5b] [--cases N]
+With ``--calibrate`` it instead picks each kind's floor (answer lines, single claims) on one
+seed's cases, the floor with the best balance of right answers kept and wrong ones flagged
+(Youden's J), and reports how that floor does on a second seed's cases (held out); the floors
+``core.research.support`` uses come from this run.
+
+Saves ``bench/results/support_judge.json`` (``--calibrate``: ``support_calibration.json``).
+Usage (nothing else running):
+    .venv/bin/python bench/support_judge.py [--model 1.5b|0.5b] [--cases N] [--calibrate]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import statistics
@@ -32,6 +39,7 @@ from models.llamacpp import LlamaCppLLM
 from models.starter import STARTER_DEFAULT, STARTER_FAST, ensure_starter
 
 RESULTS = Path(__file__).resolve().parent / "results" / "support_judge.json"
+CALIBRATION = RESULTS.with_name("support_calibration.json")
 SYL = ["ka", "ren", "dal", "mo", "vi", "tor", "sel", "an", "bru", "lis", "ou", "nek", "fa", "ris"]
 
 
@@ -148,11 +156,14 @@ def main() -> int:
     p.add_argument("--model", choices=["1.5b", "0.5b"], default="1.5b")
     p.add_argument("--cases", type=int, default=24)
     p.add_argument("--seed", type=int, default=11)
+    p.add_argument("--calibrate", action="store_true", help="fit floors on --seed, test on +1")
     args = p.parse_args()
     starter = STARTER_DEFAULT if args.model == "1.5b" else STARTER_FAST
     from core.settings import models_cache_dir
 
     llm = LlamaCppLLM(ensure_starter(starter, models_cache_dir()), n_ctx=4096, n_threads=2, seed=1)
+    if args.calibrate:
+        return calibrate(llm, starter.name, args.cases, args.seed)
     rng = random.Random(args.seed)
     out: dict[str, Any] = {"model": starter.name, "cases": args.cases, "formats": {}}
     started = time.monotonic()
@@ -160,11 +171,11 @@ def main() -> int:
     for fmt, claim_of in FORMATS.items():
         right = [claim_of(llm, c["passages"], c["question"], c["right"]) for c in chains]
         wrong = [claim_of(llm, c["passages"], c["question"], c["wrong"]) for c in chains]
-        out["formats"][fmt] = summary(right, wrong)
+        out["formats"][fmt] = summary(right, wrong, support.ANSWER_FLOOR)
     singles = [one_hop(rng) for _ in range(args.cases)]
     right = [judge(llm, c["passages"], c["right_claim"]) for c in singles]
     wrong = [judge(llm, c["passages"], c["wrong_claim"]) for c in singles]
-    out["single_claims"] = summary(right, wrong)
+    out["single_claims"] = summary(right, wrong, support.SUPPORT_FLOOR)
     out["seconds"] = round(time.monotonic() - started, 1)
     llm.close()
     for k, v in [*out["formats"].items(), ("single_claims", out["single_claims"])]:
@@ -174,8 +185,58 @@ def main() -> int:
     return 0
 
 
-def summary(right: list[float], wrong: list[float]) -> dict[str, float]:
-    floor = support.SUPPORT_FLOOR
+def scores(llm: LlamaCppLLM, seed: int, cases: int) -> dict[str, tuple[list[float], list[float]]]:
+    """p(yes) of right and wrong claims per kind, on one seed's synthetic cases."""
+    rng = random.Random(seed)
+    chains = [two_hop(rng) for _ in range(cases)]
+    singles = [one_hop(rng) for _ in range(cases)]
+    return {
+        "answer_line": (
+            [judge_answer(llm, c["passages"], c["question"], c["right"]) for c in chains],
+            [judge_answer(llm, c["passages"], c["question"], c["wrong"]) for c in chains],
+        ),
+        "single_claim": (
+            [judge(llm, c["passages"], c["right_claim"]) for c in singles],
+            [judge(llm, c["passages"], c["wrong_claim"]) for c in singles],
+        ),
+    }
+
+
+def best_floor(right: list[float], wrong: list[float]) -> float:
+    """The floor (a midpoint between observed scores) maximising right kept + wrong flagged."""
+    xs = sorted(set(right + wrong))
+    cands = [(a + b) / 2 for a, b in itertools.pairwise(xs)] or xs
+
+    def j(f: float) -> float:
+        return sum(r >= f for r in right) / len(right) + sum(w < f for w in wrong) / len(wrong)
+
+    return max(cands, key=lambda f: (j(f), -abs(f - 0.5)))
+
+
+def calibrate(llm: LlamaCppLLM, model: str, cases: int, seed: int) -> int:
+    started = time.monotonic()
+    fit, held = scores(llm, seed, cases), scores(llm, seed + 1, cases)
+    out: dict[str, Any] = {"model": model, "cases": cases, "fit_seed": seed, "kinds": {}}
+    for kind, (right, wrong) in fit.items():
+        floor = round(best_floor(right, wrong), 3)
+        out["kinds"][kind] = {
+            "floor": floor,
+            "fit": summary(right, wrong, floor),
+            "held_out": summary(*held[kind], floor),
+        }
+        h = out["kinds"][kind]["held_out"]
+        print(
+            f"{kind:13s} floor {floor}: held out right kept {h['right_kept']}, "
+            f"wrong flagged {h['wrong_flagged']}, AUC {h['auc']}"
+        )
+    out["seconds"] = round(time.monotonic() - started, 1)
+    llm.close()
+    CALIBRATION.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {CALIBRATION} ({out['seconds']} s)")
+    return 0
+
+
+def summary(right: list[float], wrong: list[float], floor: float) -> dict[str, float]:
     return {
         "mean_yes_right": round(statistics.mean(right), 3),
         "mean_yes_wrong": round(statistics.mean(wrong), 3),

@@ -43,11 +43,13 @@ def choice(option: str, p: float = 0.9) -> Choice:
     return Choice(option=option, probabilities=probs)
 
 
-def _run(app: Sourcebook, task: str, choices: list[str], **limits: Any) -> tuple[Any, ScriptedLLM]:
+def _run(
+    app: Sourcebook, task: str, choices: list[str], body: str = BODY, **limits: Any
+) -> tuple[Any, ScriptedLLM]:
     found = pid_with(app, "founded in 1921")
     planner = ScriptedLLM([plan(("q1", Q, []))])
     researcher = ScriptedLLM(worker_script(Q, found, "Founded in 1921 by Ellen Park."))
-    writer = ScriptedLLM([ANSWER, BODY])
+    writer = ScriptedLLM([ANSWER, body])
     writer.enqueue_choices(choices)
     report = app.research(
         Q,
@@ -185,6 +187,9 @@ def test_claims_are_judged_answer_first_once_each_and_flagged_below_the_floor() 
     assert "Answer: the Vell" in asked[0][1] and "Claim:" not in asked[0][1]
     assert "[1] t\nAna Brel" in asked[2][1] and "[2] t\nTarsk is on the Vell." in asked[2][1]
     assert len({k for k, _ in asked}) == 3
+    # one passage: the one-passage floor; the answer and a claim joining two: the joined floor
+    joined, one = support.ANSWER_FLOOR, support.SUPPORT_FLOOR
+    assert [j.floor for j in judged] == [joined, one, joined]
     (flag,) = support.flags(judged)
     assert flag.sentence.startswith("The Vell flows") and flag.evidence_ids == [a, b]
     # claims already flagged are not judged again
@@ -208,17 +213,46 @@ def test_support_is_the_probability_of_yes() -> None:
         "s", [], Choice(option="no", probabilities={"yes": 0.2, "partly": 0.2, "no": 0.6})
     )
     assert not j.supported and "do not state this" in j.reason()
-    j = support.Judgement(
-        "s", [], Choice(option="yes", probabilities={"yes": 0.5, "partly": 0.3, "no": 0.2})
-    )
-    assert j.supported
-    j = support.Judgement(
-        "s", [], Choice(option="yes", probabilities={"yes": 0.45, "partly": 0.3, "no": 0.25})
-    )
+    sure = Choice(option="yes", probabilities={"yes": 0.9, "partly": 0.06, "no": 0.04})
+    assert support.Judgement("s", [], sure).supported
+    # a "yes" the model is not sure of is below a claim's floor; an answer line's is lower
+    unsure = Choice(option="yes", probabilities={"yes": 0.45, "partly": 0.3, "no": 0.25})
+    j = support.Judgement("s", [], unsure)
     assert not j.supported and j.reason() == (
         "the support check is not sure the cited passages state this (support check: yes, "
         "p(yes) 0.45)"
     )
+    fair = Choice(option="yes", probabilities={"yes": 0.6, "partly": 0.2, "no": 0.2})
+    assert not support.Judgement("s", [], fair).supported
+    assert support.Judgement("s", [], fair, floor=support.ANSWER_FLOOR).supported
+
+
+def test_a_body_sentence_answering_otherwise_than_the_answer_line_is_flagged(
+    research_app: Sourcebook,
+) -> None:
+    # the claim check off, so that this stage's own effect shows (it would flag the name, which
+    # its passage lacks); the support check's model says yes to everything
+    other = "The Northport Harbor Authority was founded by Tom Reyes [E1]."
+    says = ["yes"] * 4
+    report, _ = _run(
+        research_app, "other-answer", says, f"{BODY} {other}", stages_off=["claim_check"]
+    )
+    assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
+    (flag,) = report.flagged_claims
+    assert flag.sentence.startswith("The Northport Harbor Authority was founded by Tom Reyes")
+    assert "otherwise than the answer line (**Answer:** Mayor Ellen Park" in flag.reason
+    assert report.status == "partial"
+    events = {e.key: e.payload for e in research_app.task_log().events("other-answer")}
+    assert len(events["answer_consistency@1"]["flagged"]) == 1
+    # switched off too, the two answers stand unflagged
+    off, _ = _run(
+        research_app,
+        "other-answer-off",
+        says,
+        f"{BODY} {other}",
+        stages_off=["claim_check", "answer_consistency"],
+    )
+    assert off.status == "answered" and not off.flagged_claims
 
 
 def test_each_stage_logs_what_it_did_and_can_be_switched_off(research_app: Sourcebook) -> None:
