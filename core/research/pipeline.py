@@ -27,6 +27,7 @@ STAGES: dict[str, str] = {
     "claim_check": "flag sentences whose names and figures their cited passages lack",
     "support_check": "flag claims the model judges their cited passages do not state",
     "withhold_answer": "state no answer when a check flags the answer line",
+    "answer_consistency": "flag body sentences answering the question otherwise than the answer",
 }
 
 

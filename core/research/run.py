@@ -37,6 +37,7 @@ from core.research.citations import (
     mark_flagged,
     narrow_citations,
 )
+from core.research.consistency import other_answers
 from core.research.context import EventFn, RunContext, StopSignal
 from core.research.pipeline import apply, changes, record, stage_on
 from core.research.prompts import fit_messages
@@ -508,6 +509,16 @@ def _finish(
     if stage_on(ctx, "withhold_answer"):
         text, st.answer_withheld = withhold_unsupported_answer(text, st.flagged)
         record(ctx, "withhold_answer", {"withheld": st.answer_withheld})
+    if stage_on(ctx, "answer_consistency"):
+        others = other_answers(
+            text,
+            st.question,
+            writer.ANSWER_MARK,
+            withheld=st.answer_withheld,
+            skip={f.sentence for f in st.flagged},
+        )
+        st.flagged += others
+        record(ctx, "answer_consistency", {"flagged": [excerpt(f.sentence) for f in others]})
     if st.answer_withheld:
         st.reasons.append(
             "The answer the writer gave is not supported by the passages it cites, so it is "
