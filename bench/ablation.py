@@ -9,11 +9,16 @@ time per question, not the research's. A replay with nothing off (``none``) meas
 of running the writer again: a stage whose effect is within that noise has not shown it earns
 its place. Reruns reuse finished replays (same tags).
 
+With ``--replay-from citations`` the drafts are reused too (``--replay-from`` of ``sourcebook
+eval``): every stage's code runs again on the logged model outputs and only the checks' model
+calls run anew, seconds a question; ``short_answer`` is then left out (switching it off changes
+what the writer is shown, which only a replay from the writing measures).
+
 Prints a table and saves ``bench/results/ablation_<dataset>.json`` (figures and question ids
 only: nothing of the benchmark's text). Usage:
 
     .venv/bin/python bench/ablation.py QUESTIONS.jsonl --library L --base TAG \\
-        [--corpus C | --docs D] [--own-docs] [--stage NAME ...]
+        [--corpus C | --docs D] [--own-docs] [--stage NAME ...] [--replay-from citations]
 """
 
 from __future__ import annotations
@@ -60,9 +65,11 @@ def run_series(args: argparse.Namespace, stage: str, out: Path) -> dict[str, Any
         "--library",
         str(args.library),
         "--tag",
-        f"abl-{args.base}-{stage}",
+        f"{'abl' if args.replay_from == 'writing' else 'ablc'}-{args.base}-{stage}",
         "--replay",
         args.base,
+        "--replay-from",
+        args.replay_from,
         "--quiet",
         "--shareable",
         "--out",
@@ -85,6 +92,37 @@ def run_series(args: argparse.Namespace, stage: str, out: Path) -> dict[str, Any
     return data
 
 
+def save(args: argparse.Namespace, dataset: str, stages: list[str], rows: dict[str, Any]) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    suffix = "" if args.replay_from == "writing" else f"_from_{args.replay_from}"
+    path = RESULTS / f"ablation_{dataset}{suffix}.json"
+    saved = {
+        "how": "bench/ablation.py: every stage off in turn, replaying series "
+        f"'{args.base}' from its {args.replay_from} stage; 'none' replays it with every stage on "
+        "(the noise of running that stage again)",
+        "base": args.base,
+        "replay_from": args.replay_from,
+        "stages": {s: STAGES.get(s, "every stage on") for s in stages},
+        "rows": rows,
+    }
+    path.write_text(json.dumps(saved, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def table(rows: dict[str, Any]) -> None:
+    base = rows["none"]
+    print(f"{'stage off':20s} " + " ".join(f"{k[:12]:>12s}" for k in (*FIGURES, *TRUST)))
+    for stage, row in rows.items():
+        cells = []
+        for k in (*FIGURES, *TRUST):
+            v = row[k]
+            if stage != "none" and isinstance(v, int | float) and isinstance(base[k], int | float):
+                cells.append(f"{v - base[k]:+12.2f}")
+            else:
+                cells.append(f"{v:12.2f}" if isinstance(v, int | float) else f"{v!s:>12s}")
+        print(f"{stage:20s} " + " ".join(cells))
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("questions", type=Path)
@@ -96,14 +134,15 @@ def main() -> int:
     p.add_argument("--own-docs", action="store_true")
     p.add_argument("--stage", action="append", default=[], choices=list(STAGES))
     p.add_argument("--only", action="append", default=[], help="Only this question id.")
+    p.add_argument("--replay-from", choices=["writing", "citations"], default="writing")
     args = p.parse_args()
     stages = ["none", *(args.stage or STAGES)]
+    if args.replay_from == "citations":
+        stages = [s for s in stages if s != "short_answer"]
     rows: dict[str, Any] = {}
-    dataset = ""
     with tempfile.TemporaryDirectory() as tmp:
         for stage in stages:
             data = run_series(args, stage, Path(tmp) / f"{stage}.json")
-            dataset = data["summary"]["dataset"]
             rows[stage] = {
                 **figures(data["summary"]),
                 "per_question": {
@@ -117,27 +156,8 @@ def main() -> int:
                     for q in data["questions"]
                 },
             }
-    base = rows["none"]
-    print(f"{'stage off':20s} " + " ".join(f"{k[:12]:>12s}" for k in (*FIGURES, *TRUST)))
-    for stage, row in rows.items():
-        cells = []
-        for k in (*FIGURES, *TRUST):
-            v = row[k]
-            if stage != "none" and isinstance(v, int | float) and isinstance(base[k], int | float):
-                cells.append(f"{v - base[k]:+12.2f}")
-            else:
-                cells.append(f"{v:12.2f}" if isinstance(v, int | float) else f"{v!s:>12s}")
-        print(f"{stage:20s} " + " ".join(cells))
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"ablation_{dataset}.json"
-    saved = {
-        "how": "bench/ablation.py: every stage off in turn, replaying the research of series "
-        f"'{args.base}'; 'none' replays it with every stage on (the noise of a second writing)",
-        "base": args.base,
-        "stages": {s: STAGES.get(s, "every stage on") for s in stages},
-        "rows": rows,
-    }
-    path.write_text(json.dumps(saved, indent=2) + "\n", encoding="utf-8")
+            path = save(args, data["summary"]["dataset"], stages, rows)  # a row at a time
+    table(rows)
     print(f"wrote {path}")
     return 0
 
