@@ -142,7 +142,8 @@ class ResearchLimits(BaseModel):
         True,
         description="Each cited claim is read with its passages by the model, asked whether "
         "they state it (yes / partly / no, its probabilities read, no tokens written); an "
-        "unsupported claim is flagged (core.research.support).",
+        "unsupported claim is flagged and an unsupported answer is not stated "
+        "(core.research.support).",
     )
     trail: bool = Field(
         True,
@@ -151,7 +152,8 @@ class ResearchLimits(BaseModel):
     )
     stages_off: list[str] = Field(
         default_factory=list,
-        description="Post-draft stages switched off by name (core.research.pipeline.STAGES).",
+        description="Post-draft stages switched off by name: those of "
+        "core.research.pipeline.STAGES (listed by `sourcebook eval --help` under --off).",
     )
     max_queries: int = Field(5, ge=1, le=5, description="Queries of the plan that run.")
     auto_search: bool = Field(
