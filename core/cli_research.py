@@ -49,6 +49,12 @@ def add_parsers(sub: Any) -> dict[str, Handler]:
     r.add_argument("--answer", action="append", default=[], help="Answer to a clarification.")
     r.add_argument("--clarify", action="store_true", help="Ask clarification questions first.")
     r.add_argument("--route", action="store_true", help="Advisory source routing first.")
+    r.add_argument(
+        "--trail",
+        action="store_true",
+        help="End the report with its research trail (each step's cited finding); off unless "
+        "asked for here or in the settings (research.trail).",
+    )
     r.add_argument("--model", help="Model for every role.")
     for role in ROLES:
         r.add_argument(f"--model-{role}", help=f"Model for the {role} role.")
@@ -216,6 +222,7 @@ def cmd_research(app: Sourcebook, args: argparse.Namespace) -> int:
             plan=plan,
             route=args.route,
             fresh=args.fresh,
+            limits=app.research_limits(trail=True) if args.trail else None,
             on_event=on_event,
             on_token=on_token,
         )

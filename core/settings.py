@@ -146,9 +146,10 @@ class ResearchLimits(BaseModel):
         "(core.research.support).",
     )
     trail: bool = Field(
-        True,
-        description="End the report with its research trail: each step's finding, cited "
-        "(no model call; see core.research.trail).",
+        False,
+        description="End the report with its research trail: each step's finding, cited (no "
+        "model call; see core.research.trail). Off unless asked for: a reader wants the answer "
+        "and its evidence, the trail is the record of how the run got there.",
     )
     stages_off: list[str] = Field(
         default_factory=list,

@@ -247,8 +247,8 @@ def test_settings_round_trip(
     dialog.max_rounds.setValue(3)
     assert dialog.short_answer.isChecked()  # the default
     dialog.short_answer.setChecked(False)
-    assert dialog.trail.isChecked()  # the default
-    dialog.trail.setChecked(False)
+    assert not dialog.trail.isChecked()  # the default: only when asked for
+    dialog.trail.setChecked(True)
     assert dialog.support_check.isChecked()  # the default
     dialog.support_check.setChecked(False)
     dialog.library_path.setText(str(tmp_path / "lib2"))
@@ -267,7 +267,7 @@ def test_settings_round_trip(
     assert saved.models.roles.writer == "my-server" and saved.models.roles.planner is None
     assert (saved.research.max_workers, saved.research.max_tool_calls) == (2, 12)
     assert saved.research.max_rounds == 3 and saved.research.short_answer is False
-    assert saved.research.trail is False and saved.research.support_check is False
+    assert saved.research.trail is True and saved.research.support_check is False
     assert saved.library.path == tmp_path / "lib2"
     assert saved.web.enabled is True
     ep = saved.models.endpoints[0]

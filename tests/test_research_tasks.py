@@ -26,6 +26,7 @@ from research_fixtures import (
 from core.cli_research import add_parsers
 from core.export import export_report, provenance
 from core.research.schemas import CitationRecord, Report, ResearchLimits
+from core.research.trail import TRAIL_HEADING
 from core.service import Sourcebook
 from core.tasks import TaskLog
 from models.llm import ScriptedLLM
@@ -203,6 +204,29 @@ def test_cli_research_tasks_export(
     pdf = tmp_path / "r.pdf"
     assert _cli(research_app, ["export", "cli", "--format", "pdf", "--out", str(pdf)]) == 0
     assert pdf.read_bytes().startswith(b"%PDF")
+
+
+def test_cli_research_ends_with_the_trail_only_when_asked(
+    research_app: Sourcebook, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ships = pid_with(research_app, "4,200 ships")
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan(("q1", Q, []))))
+
+    def run(task: str, *flags: str) -> str:
+        llms = models(
+            ScriptedLLM([]),
+            ScriptedLLM(worker_script(Q, ships, "Northport handled 4,200 ships in 2019.")),
+            ScriptedLLM(["The port had a record year [E1]."]),
+        )
+        argv = ["research", Q, "--task", task, "--plan-file", str(plan_file), "--quiet", *flags]
+        assert _cli(research_app, argv, llms) in (0, 1)
+        return capsys.readouterr().out
+
+    research_app.settings.research.short_answer = False
+    assert TRAIL_HEADING not in run("no-trail")
+    asked = run("with-trail", "--trail")
+    assert f"{TRAIL_HEADING}\n\n- Northport handled 4,200 ships in 2019. [1]" in asked
 
 
 def _hostile_report() -> Report:

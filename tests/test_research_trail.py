@@ -192,9 +192,9 @@ def test_report_ends_with_the_trail_the_writer_left_out(research_app: Sourcebook
         writer = ScriptedLLM(["Eastline trains carry about 30,000 passengers a day [E2][E1]."])
         return models(planner, researcher, writer)
 
-    # two queries: the question is not run as a third (cover_question)
+    # two queries: the question is not run as a third (cover_question); the trail asked for
     limits = ResearchLimits(
-        max_workers=1, max_rounds=1, read_top=0, short_answer=False, max_queries=2
+        max_workers=1, max_rounds=1, read_top=0, short_answer=False, max_queries=2, trail=True
     )
     report = research_app.research(question, models=scripted(), task="trail-run", limits=limits)
     body, rest = report.markdown.split(f"{TRAIL_HEADING}\n\n")
@@ -208,11 +208,12 @@ def test_report_ends_with_the_trail_the_writer_left_out(research_app: Sourcebook
     logged = [e.payload for e in research_app.task_log().events("trail-run") if e.kind == "trail"]
     assert logged == [[f"Ellen Park founded the Northport Harbor Authority in 1921. [{founded}]"]]
 
+    # not asked for (the default), there is none
     off = research_app.research(
         question,
         models=scripted(),
         task="trail-off",
-        limits=limits.model_copy(update={"trail": False}),
+        limits=limits.model_copy(update={"trail": ResearchLimits().trail}),
     )
     assert TRAIL_HEADING not in off.markdown
     assert [c.evidence_id for c in off.citations] == [rail]
