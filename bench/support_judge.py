@@ -3,15 +3,16 @@
 Invented people, places and works (no benchmark text): each case has two or three passages, a
 question whose answer needs them joined (two hops, as most research questions do), its right
 answer and a wrong one that a distractor passage makes tempting; plus single-passage claims
-with a right and a wrong date or figure. Each claim is judged the way a run judges it
-(``core.research.support``, the real prompt, the real model through ``LLM.choose``), and the
-script reports, per way of stating an answer line, the mean p(yes) of right and wrong claims,
-the share of pairs where the right one scores higher (AUC), and accuracy at the floor.
+about an encyclopedia-like passage, right or wrong (another place, year or person of it). Each
+claim is judged the way a run judges it (``core.research.support``, the real prompt, the real
+model through ``LLM.choose``), and the script reports, per way of stating an answer line, the
+mean p(yes) of right and wrong claims, the share of pairs where the right one scores higher
+(AUC), and accuracy at the floor.
 
 With ``--calibrate`` it instead picks each kind's floor (answer lines, single claims) on one
 seed's cases, the floor with the best balance of right answers kept and wrong ones flagged
 (Youden's J), and reports how that floor does on a second seed's cases (held out); the floors
-``core.research.support`` uses come from this run.
+of ``core.research.support`` were read from this run.
 
 Saves ``bench/results/support_judge.json`` (``--calibrate``: ``support_calibration.json``).
 Usage (nothing else running):
@@ -108,19 +109,39 @@ def two_hop(rng: random.Random) -> dict[str, Any]:
 
 
 def one_hop(rng: random.Random) -> dict[str, Any]:
-    person, town = f"{name(rng)} {name(rng)}", name(rng)
-    year = rng.randint(1900, 1990)
-    return {
-        "passages": [
-            f"{person} was born in {town} in {year} and moved to the capital in {year + 14}."
-        ],
-        "right_claim": f"{person} was born in {year}.",
-        "wrong_claim": f"{person} was born in {year + 14}.",
-    }
+    """A passage written like an encyclopedia entry (six sentences, several people, places and
+    years, as a run's passages are) and a claim about it, right or wrong in one of three ways:
+    another place, another year, another person of the same passage."""
+    first, last = name(rng), name(rng, 3)
+    person, teacher = f"{first} {last}", f"{name(rng)} {name(rng)}"
+    town, city, seat = name(rng), name(rng), name(rng)
+    work = f"The {name(rng)} Suite"
+    born = rng.randint(1850, 1960)
+    moved = born + rng.randint(18, 30)
+    died = moved + rng.randint(20, 40)
+    passage = " ".join(
+        [
+            f"{person} ({born}-{died}) was a composer and organist.",
+            f"Born in {town}, {first} studied with {teacher} in {city}.",
+            f"In {moved} {last} moved to {seat}, where he led the cathedral choir.",
+            f"His best-known work, {work}, was first performed in {city} in {moved + 3}.",
+            f"{teacher} later taught at the conservatory of {seat}.",
+            f"{last} died in {seat} in {died}.",
+        ]
+    )
+    right, wrong = [
+        (f"{person} was born in {town}.", f"{person} was born in {city}."),
+        (f"{person} moved to {seat} in {moved}.", f"{person} moved to {seat} in {moved + 3}."),
+        (f"{work} was written by {person}.", f"{work} was written by {teacher}."),
+    ][rng.randrange(3)]
+    return {"passages": [passage], "right_claim": right, "wrong_claim": wrong}
 
 
 def _block(passages: list[str]) -> str:
-    return "\n\n".join(f"[{i}] {p.split(' ')[0]}\n{p}" for i, p in enumerate(passages, start=1))
+    """The passages as a run shows them: numbered, each under a title (its first two words)."""
+    return "\n\n".join(
+        f"[{i}] {' '.join(p.split()[:2])}\n{p}" for i, p in enumerate(passages, start=1)
+    )
 
 
 def judge(llm: LlamaCppLLM, passages: list[str], claim: str) -> float:
