@@ -152,6 +152,17 @@ def _plain(text: str) -> str:
     return re.sub(r"([\\`*_\[\]<>])", r"\\\1", " ".join(text.split()))
 
 
+def source_reference(title: str, pages: list[int], source_uri: str) -> str:
+    """One source as the Sources list names it: title, pages, and the link (only a safe one;
+    any other source is shown as plain text). The MCP server's ``citation_markdown`` too."""
+    parts = [_plain(title)]
+    if pages:
+        parts.append(_pages(pages))
+    uri = source_uri
+    parts.append(f"<{uri}>" if safe_url(uri) else f"source: {_plain(uri)}")
+    return " — ".join(parts)
+
+
 def sources_section(citations: list[CitationRecord]) -> str:
     """The Sources list: one entry per number with title, pages, link and credibility."""
     by_number: dict[int, list[CitationRecord]] = {}
@@ -162,11 +173,7 @@ def sources_section(citations: list[CitationRecord]) -> str:
         recs = by_number[n]
         first = recs[0]
         pages = sorted({p for r in recs for p in r.pages})
-        parts = [f"{n}. {_plain(first.title)}"]
-        if pages:
-            parts.append(_pages(pages))
-        uri = first.source_uri
-        parts.append(f"<{uri}>" if safe_url(uri) else f"source: {_plain(uri)}")
+        parts = [f"{n}. {source_reference(first.title, pages, first.source_uri)}"]
         parts.append(f"credibility {first.credibility:.2f}")
         if first.superseded:
             parts.append("superseded version")
