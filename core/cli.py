@@ -101,6 +101,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="Test the local runtime again (a one-token run in a child process) even when its "
         "result for this build is known.",
     )
+    mc = sub.add_parser(
+        "mcp",
+        help="Serve the library's evidence tools to an MCP client (stdio; --http for HTTP on "
+        "127.0.0.1). Read-only unless --allow-add.",
+    )
+    mc.add_argument("--doc", action="append", default=[], help="Only this document (repeat).")
+    mc.add_argument("--collection", action="append", default=[], help="Only this collection.")
+    mc.add_argument(
+        "--allow-add",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FOLDER",
+        help="Let the client add files from this folder (repeat); they join the sources.",
+    )
+    mc.add_argument("--http", action="store_true", help="Streamable HTTP on 127.0.0.1.")
+    mc.add_argument("--port", type=int, default=8765, help="Port for --http (default 8765).")
+    mc.add_argument("--model", help="Model for every role of the research tool.")
     COMMANDS.update(add_parsers(sub))  # research, tasks, export
     return p
 
@@ -370,8 +388,30 @@ def _cmd_models(app: Sourcebook, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_mcp(app: Sourcebook, args: argparse.Namespace) -> int:
+    # Imported here: the SDK (and its web stack) is loaded only by the command that serves.
+    from core.cli_research import build_models
+    from core.mcp_server import LOOPBACK, serve
+    from core.mcp_session import EvidenceSession
+    from core.research.schemas import Boundary
+
+    boundary = Boundary(doc_refs=tuple(args.doc), collections=tuple(args.collection))
+    session = EvidenceSession(
+        app, boundary, add_folders=args.allow_add, models=lambda: build_models(app, args)
+    )
+    try:
+        where = f"http://{LOOPBACK}:{args.port}/mcp" if args.http else "stdio"
+        mode = "read-only" if not session.add_folders else "adds allowed"
+        print(f"sourcebook mcp: {session.describe()} ({mode}) on {where}", file=sys.stderr)
+        serve(session, http=args.http, port=args.port)
+    finally:
+        session.close()
+    return EXIT_OK
+
+
 COMMANDS = {
     "models": _cmd_models,
+    "mcp": _cmd_mcp,
     "add": _cmd_add,
     "remove": _cmd_remove,
     "docs": _cmd_docs,
