@@ -402,7 +402,8 @@ def _cmd_mcp(app: Sourcebook, args: argparse.Namespace) -> int:
     try:
         where = f"http://{LOOPBACK}:{args.port}/mcp" if args.http else "stdio"
         mode = "read-only" if not session.add_folders else "adds allowed"
-        print(f"sourcebook mcp: {session.describe()} ({mode}) on {where}", file=sys.stderr)
+        line = f"sourcebook mcp: {session.describe()} ({mode}) on {where}"
+        print(line, file=sys.stderr, flush=True)
         serve(session, http=args.http, port=args.port)
     finally:
         session.close()

@@ -340,8 +340,9 @@ class EvidenceSession:
 
     def check_citations(self, cited_ids: Sequence[str]) -> CitationCheck:
         """Each id is valid only if fetched completely in this session and in the boundary;
-        the valid ones come back as citation records, numbered by document in order of first
-        citation (the numbering of a report's Sources list)."""
+        the valid ones come back as citation records, numbered in order of first citation with
+        one number per reference line (passages of one page of one document share it), so
+        ``n. citation_markdown`` per number is a complete Sources list."""
         tools = self._tools()
         checker = CitationChecker({}, self.fetched.get, tools.passage, self.scope.allows)
         valid: dict[str, Evidence] = {}
@@ -361,20 +362,22 @@ class EvidenceSession:
         )
 
     def _records(self, evidence: Mapping[str, Evidence]) -> list[CitedEvidence]:
+        lines = {ev_id: reference(ev) for ev_id, ev in evidence.items()}
         numbers: dict[str, int] = {}
-        for ev in evidence.values():
-            numbers.setdefault(ev.doc_id, len(numbers) + 1)
+        for line in lines.values():
+            numbers.setdefault(line, len(numbers) + 1)
+        docs = {ev.doc_id for ev in evidence.values()}
         cred = {
             d: credibility(
                 self.library.store.get_document(d),
                 [e.text for e in evidence.values() if e.doc_id == d],
-                len(numbers) - 1,
+                len(docs) - 1,
             )
-            for d in numbers
+            for d in docs
         }
         return [
             CitedEvidence(
-                number=numbers[ev.doc_id],
+                number=numbers[lines[ev_id]],
                 evidence_id=ev_id,
                 doc_id=ev.doc_id,
                 title=ev.title,
@@ -385,7 +388,7 @@ class EvidenceSession:
                 content_sha256=text_sha256(ev.text),
                 superseded=ev.superseded,
                 credibility=cred[ev.doc_id],
-                citation_markdown=reference(ev),
+                citation_markdown=lines[ev_id],
             )
             for ev_id, ev in evidence.items()
         ]

@@ -128,6 +128,7 @@ def test_discover_fetch_check_round_trip(research_app: Sourcebook) -> None:
 
 def test_citation_markdown_only_for_a_complete_fetch(research_app: Sourcebook) -> None:
     ships = pid_with(research_app, "4,200 ships")
+    riders = pid_with(research_app, "30,000 passengers")
 
     async def scenario(client: Client) -> None:
         cut = await _ok(client, "fetch_evidence", evidence_id=ships, max_characters=20)
@@ -137,8 +138,19 @@ def test_citation_markdown_only_for_a_complete_fetch(research_app: Sourcebook) -
         assert not checked["all_valid"] and not checked["valid"]
         whole = await _ok(client, "fetch_evidence", evidence_id=ships)
         assert whole["complete"] and whole["citation_markdown"]
-        checked = await _ok(client, "check_citations", cited_ids=[f"[{ships}]"])
-        assert checked["all_valid"] and checked["valid"][0]["evidence_id"] == ships
+        rail = await _ok(client, "fetch_evidence", evidence_id=riders)
+        checked = await _ok(client, "check_citations", cited_ids=[f"[{ships}]", riders, ships])
+        assert checked["all_valid"]
+        # One number per reference line, in order of first citation: n. citation_markdown
+        # per number is the whole Sources list.
+        assert [(v["evidence_id"], v["number"]) for v in checked["valid"]] == [
+            (ships, 1),
+            (riders, 2),
+        ]
+        assert [v["citation_markdown"] for v in checked["valid"]] == [
+            whole["citation_markdown"],
+            rail["citation_markdown"],
+        ]
 
     _session(_server(research_app), scenario)
 
