@@ -8,7 +8,7 @@ the question, fetches the best ones (one more cut short, to show that a partial 
 citation_markdown), checks the ids with ``check_citations``, and writes an answer of sentences
 quoted from the valid passages, each cited [n], and a Sources list of ``n. citation_markdown``
 (one number per distinct line). Every step's request and result is printed; the transcript is
-also saved to ``bench/results/mcp_session.md``.
+also saved to ``bench/results/mcp_session.md`` (with the checkout's path as ``<checkout>``).
 
 Run (from the checkout):
     HF_HUB_OFFLINE=1 LANCEDB_LOG=error .venv/bin/python bench/mcp_session.py
@@ -149,7 +149,8 @@ def main() -> int:
         out = Transcript()
         anyio.run(session, home, args.question, out)
     result = REPO / "bench" / "results" / "mcp_session.md"
-    result.write_text("```\n" + "\n".join(out.lines) + "\n```\n", encoding="utf-8")
+    text = "\n".join(out.lines).replace(str(REPO), "<checkout>")  # no machine's own path
+    result.write_text("```\n" + text + "\n```\n", encoding="utf-8")
     print(f"\nwrote {result.relative_to(REPO)}")
     return 0
 

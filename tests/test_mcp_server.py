@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
@@ -375,6 +376,14 @@ def test_http_binds_to_loopback_only_and_lists_the_tools(research_app: Sourceboo
                 return [t.name for t in (await client.list_tools()).tools]
 
         assert "check_citations" in anyio.run(main)
+        # A page elsewhere reaching the port through DNS rebinding names another host: refused.
+        rebound = httpx.post(
+            f"http://127.0.0.1:{port}/mcp",
+            headers={"Host": f"evil.example:{port}", "Accept": "application/json"},
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            timeout=10,
+        )
+        assert rebound.status_code in (400, 403, 421), rebound.status_code
     finally:
         proc.terminate()
         proc.wait(timeout=20)
