@@ -222,16 +222,20 @@ async def _run_with_progress(run: Callable[..., ResearchResult], ctx: Context) -
                 await ctx.report_progress(step, None, events.get())
             await anyio.sleep(0.05)
 
-    def work() -> ResearchResult:
+    def work() -> ResearchResult | ToolError:
+        # The error is returned, not raised: raised inside the task group it would reach the
+        # SDK wrapped in an exception group, and the client would read no message.
         try:
             return _call(lambda: run(on_event=on_event, cancel=cancel))
+        except ToolError as exc:
+            return exc
         finally:
             events.put("done")
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(pump)
         try:
-            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+            outcome = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
             cancel.set()  # the run stops at its next step; its task can be resumed
             raise
@@ -240,7 +244,9 @@ async def _run_with_progress(run: Callable[..., ResearchResult], ctx: Context) -
     while not events.empty():
         step += 1
         await ctx.report_progress(step, None, events.get())
-    return result
+    if isinstance(outcome, ToolError):
+        raise outcome
+    return outcome
 
 
 def serve(session: EvidenceSession, *, http: bool = False, port: int = DEFAULT_PORT) -> None:

@@ -299,6 +299,11 @@ def test_research_returns_the_report_the_cli_prints(
         progress.append(message or "")
 
     async def scenario(client: Client) -> None:
+        refused = await client.call_tool(
+            "research", {"question": Q, "documents": ["Classified Memo"]}
+        )
+        assert refused.is_error
+        assert "No document 'Classified Memo' in this server's sources" in _text(refused)
         result = await client.call_tool(
             "research", {"question": Q, "task": "mcp-twin"}, progress_callback=on_progress
         )
