@@ -1,7 +1,8 @@
 """Answer consistency: a report's body may not answer its question otherwise than its answer line.
 
-A small writer can open with "**Answer:** Hall [1]." and go on "The first president of the guild
-was Ana Ruiz [2].": each sentence may pass its own checks, and the reader is left with two answers.
+A small writer can open with "**Answer:** Ana Ruiz [1]." and go on "The first president of the
+guild was Omar Velt [2].": each sentence may pass its own checks, and the reader is left with two
+answers.
 A body sentence *restates the question* when it holds most of the question's content words
 (:data:`RESTATES`); when it does, the names and figures it adds are its answer to the question. If
 none of them is in the answer line, or the answer line says no answer is established, it is
