@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field
 from core.errors import ConfigError, NotFoundError, SourcebookError
 from core.ingest.web import looks_like_url
 from core.library import Evidence
-from core.research.citations import CitationChecker, credibility
+from core.research.citations import CitationChecker, citation_records
 from core.research.sanitize import source_reference
 from core.research.schemas import (
     Boundary,
@@ -366,31 +366,10 @@ class EvidenceSession:
         numbers: dict[str, int] = {}
         for line in lines.values():
             numbers.setdefault(line, len(numbers) + 1)
-        docs = {ev.doc_id for ev in evidence.values()}
-        cred = {
-            d: credibility(
-                self.library.store.get_document(d),
-                [e.text for e in evidence.values() if e.doc_id == d],
-                len(docs) - 1,
-            )
-            for d in docs
-        }
+        by_id = {ev_id: numbers[line] for ev_id, line in lines.items()}
         return [
-            CitedEvidence(
-                number=numbers[lines[ev_id]],
-                evidence_id=ev_id,
-                doc_id=ev.doc_id,
-                title=ev.title,
-                source_uri=ev.source_uri,
-                pages=ev.pages,
-                boxes=ev.boxes,
-                quote=ev.text,
-                content_sha256=text_sha256(ev.text),
-                superseded=ev.superseded,
-                credibility=cred[ev.doc_id],
-                citation_markdown=lines[ev_id],
-            )
-            for ev_id, ev in evidence.items()
+            CitedEvidence(**r.model_dump(), citation_markdown=lines[r.evidence_id])
+            for r in citation_records(evidence, by_id, self.library.store.get_document)
         ]
 
     # ------------------------------------------------------------------ research

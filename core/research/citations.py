@@ -15,6 +15,7 @@ are flagged, not hidden, and so are claims whose support the completion pieced t
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import re
@@ -26,7 +27,7 @@ import numpy as np
 
 from core.library import Evidence
 from core.research.arithmetic import CONSTANTS, Calculation, calculations
-from core.research.schemas import FlaggedClaim, RemovedCitation
+from core.research.schemas import CitationRecord, FlaggedClaim, RemovedCitation
 from core.research.words import fold
 from core.text import MONTHS, NUMBER_RE, STOP_WORDS, figures, month_numbers, sentence_ranges
 from graph.ids import parse_evidence_id
@@ -609,3 +610,37 @@ def credibility(doc: Document, quotes: list[str], corroborating_docs: int) -> fl
         + 0.1 * (1 - bias)
     )
     return round(max(0.0, min(1.0, score)), 2)
+
+
+def citation_records(
+    evidence: Mapping[str, Evidence],
+    numbers: Mapping[str, int],
+    document: Callable[[str], Document],
+) -> list[CitationRecord]:
+    """A record for each cited passage (evidence id -> passage), numbered by ``numbers``, in
+    number order; each carries its document's :func:`credibility`, corroborated by the other
+    documents cited beside it."""
+    docs = {ev.doc_id for ev in evidence.values()}
+    cred = {
+        d: credibility(
+            document(d), [e.text for e in evidence.values() if e.doc_id == d], len(docs) - 1
+        )
+        for d in docs
+    }
+    out = [
+        CitationRecord(
+            number=numbers[i],
+            evidence_id=i,
+            doc_id=ev.doc_id,
+            title=ev.title,
+            source_uri=ev.source_uri,
+            pages=ev.pages,
+            boxes=ev.boxes,
+            quote=ev.text,
+            content_sha256=hashlib.sha256(ev.text.encode("utf-8")).hexdigest(),
+            superseded=ev.superseded,
+            credibility=cred[ev.doc_id],
+        )
+        for i, ev in evidence.items()
+    ]
+    return sorted(out, key=lambda c: c.number)

@@ -29,10 +29,10 @@ from core.research.citations import (
     CitationChecker,
     bracket_labels,
     check_claims,
+    citation_records,
     citation_tokens,
     cite_quotations,
     complete_citations,
-    credibility,
     excerpt,
     mark_flagged,
     narrow_citations,
@@ -608,32 +608,7 @@ def _records(
     ctx: RunContext, numbers: dict[str, int], get: Callable[[str], Evidence | None]
 ) -> list[CitationRecord]:
     evs = {i: ev for i, ev in ((i, get(i)) for i in numbers) if ev is not None}
-    docs = {ev.doc_id for ev in evs.values()}
-    cred = {
-        d: credibility(
-            ctx.library.store.get_document(d),
-            [e.text for e in evs.values() if e.doc_id == d],
-            len(docs) - 1,
-        )
-        for d in docs
-    }
-    out = [
-        CitationRecord(
-            number=numbers[i],
-            evidence_id=i,
-            doc_id=ev.doc_id,
-            title=ev.title,
-            source_uri=ev.source_uri,
-            pages=ev.pages,
-            boxes=ev.boxes,
-            quote=ev.text,
-            content_sha256=hashlib.sha256(ev.text.encode("utf-8")).hexdigest(),
-            superseded=ev.superseded,
-            credibility=cred[ev.doc_id],
-        )
-        for i, ev in evs.items()
-    ]
-    return sorted(out, key=lambda c: c.number)
+    return citation_records(evs, numbers, ctx.library.store.get_document)
 
 
 def _status(ctx: RunContext, st: _State, notes: list[ResearchNotes]) -> RunStatus:
