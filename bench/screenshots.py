@@ -188,7 +188,15 @@ def scripted_models(service: Sourcebook) -> dict[str, ScriptedLLM]:
         ]
     )
     short = {
-        "steps": [{"question": "Where did N74SR crash?", "answer": "Belen, NM", "label": "E1"}],
+        "steps": [
+            {
+                "question": "Where did N74SR crash?",
+                "answer": "Belen, NM",
+                "fact": "N74SR crashed near Belen, NM",
+                "label": "E1",
+            }
+        ],
+        "calculation": "",
         "answer": "Belen, NM",
         "labels": ["E1"],
         "answered": True,

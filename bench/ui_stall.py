@@ -223,7 +223,16 @@ def script(planner: ScriptedLLM, researcher: ScriptedLLM, writer: ScriptedLLM, e
     )
     # the short cited answer (research.short_answer, on by default), then the report body
     writer.enqueue(
-        [{"steps": [], "answer": "4,200 ships", "labels": ["E1"], "answered": True}, ANSWER]
+        [
+            {
+                "steps": [],
+                "calculation": "",
+                "answer": "4,200 ships",
+                "labels": ["E1"],
+                "answered": True,
+            },
+            ANSWER,
+        ]
     )
 
 
