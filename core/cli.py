@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from core.cli_ask import add_parsers as add_ask_parsers
 from core.cli_research import add_parsers
 from core.errors import ConfigError, NotFoundError, SourcebookError, TaskBusyError
 from core.ingest.web import looks_like_url
@@ -120,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--port", type=int, default=8765, help="Port for --http (default 8765).")
     mc.add_argument("--model", help="Model for every role of the research tool.")
     COMMANDS.update(add_parsers(sub))  # research, tasks, export
+    COMMANDS.update(add_ask_parsers(sub))  # ask
     return p
 
 

@@ -47,6 +47,7 @@ from core.errors import ConfigError, NotFoundError, SourcebookError, TaskBusyErr
 from core.eval_metrics import (
     CitationCheck,
     Dataset,
+    EvalMode,
     EvalResult,
     QuestionResult,
     numeric_match,
@@ -257,11 +258,19 @@ class Evaluator:
         limits: ResearchLimits | None = None,
         replay_prefix: str | None = None,
         replay_from: str = "writing",
+        mode: EvalMode = "research",
     ) -> None:
         """``limits``: the runs' limits (default: the library's settings). ``replay_prefix``: a
         task series (another tag's prefix) whose runs each new run reuses up to the stage
         ``replay_from`` (``writing``: the plans and research; ``citations``: the drafts too),
-        running that stage and the rest anew (see :meth:`core.tasks.TaskLog.fork`)."""
+        running that stage and the rest anew (see :meth:`core.tasks.TaskLog.fork`). ``mode``
+        ``ask``: each question is answered by Ask (one search, one model call, the same checks;
+        :mod:`core.research.ask`) instead of a research run, and scored the same way."""
+        if mode == "ask" and replay_prefix is not None:
+            raise ConfigError(
+                "A replay reuses research runs' plans and drafts; Ask has neither.",
+                hint="Drop --replay for --mode ask.",
+            )
         if own_docs and dataset != "financebench":
             raise ConfigError(
                 "Only FinanceBench questions name the documents they are about.",
@@ -277,6 +286,7 @@ class Evaluator:
         self.limits = limits
         self.replay_prefix = replay_prefix
         self.replay_from = replay_from
+        self.mode = mode
         self.records, aliases = corpus_records(corpus)
         self.map = UnitMap(dataset, app.documents(include_superseded=False), aliases)
         self._pages: dict[str, list[str]] = {}
@@ -345,14 +355,25 @@ class Evaluator:
 
         t0 = time.perf_counter()
         try:
-            report = self.app.research(
-                q.question,
-                models=self.models,
-                task=task,
-                boundary=Boundary(doc_refs=scope),
-                limits=self.limits,
-                on_event=on_event,
-            )
+            if self.mode == "ask":
+                report = self.app.ask(
+                    q.question,
+                    conversation=task,
+                    models=self.models,
+                    boundary=Boundary(doc_refs=scope),
+                    limits=self.limits,
+                    on_event=on_event,
+                )
+                task = res.task = report.task  # the turn's own task holds its reads and spans
+            else:
+                report = self.app.research(
+                    q.question,
+                    models=self.models,
+                    task=task,
+                    boundary=Boundary(doc_refs=scope),
+                    limits=self.limits,
+                    on_event=on_event,
+                )
         except TaskBusyError:
             # Another evaluation is running this series in the same library: stop, rather than
             # leapfrog it question by question and both write one results file.
@@ -562,6 +583,7 @@ def run_eval(
             ),
             ingest=ingest,
             scope="own-docs" if evaluator.own_docs else "library",
+            mode=evaluator.mode,
             questions=list(results),
         )
 

@@ -35,6 +35,7 @@ from core.research.schemas import WITHHELD_ANSWER
 from core.text import NUMBER, YEAR, split_sentences
 
 Dataset = Literal["musique", "financebench"]
+EvalMode = Literal["research", "ask"]
 TARGETS = {"fetched_recall": 0.85, "citation_recall": 0.7, "f1_first": 0.35}
 RIGHT_F1 = 0.5  # first-sentence F1 at which an answer counts as right
 
@@ -416,6 +417,11 @@ class EvalResult(BaseModel):
         "library",
         description="What each run could read: the whole library, or (own-docs) only the "
         "filings its question names.",
+    )
+    mode: EvalMode = Field(
+        "research",
+        description="What answered each question: a full research run, or Ask (one search, "
+        "one model call, the same checks).",
     )
     answer_extraction: str = (
         "first: first sentence of the first non-heading line of the report; best: the report "

@@ -1,0 +1,352 @@
+"""Ask's control flow with scripted models on a real library (real PDFs, SQLite, lancedb):
+one question, follow-ups that reuse what was read or search again, citations of what was not
+read, an unsupported answer, a conversation resumed, and "research this"."""
+# ruff: noqa: F811  (pytest fixtures imported from research_fixtures are redefined as arguments)
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from research_fixtures import (
+    models,
+    pid_with,
+    plan,
+    research_app,  # noqa: F401 - fixture
+    worker_script,
+)
+
+from core.cli import main
+from core.research.ask import NO_ANSWER_REPLY
+from core.research.schemas import WITHHELD_ANSWER, Boundary, ResearchLimits, RunEvent
+from core.service import Sourcebook
+from models.llm import (
+    DEFAULT_MAX_TOKENS,
+    CancelToken,
+    ChatMessage,
+    Choice,
+    ScriptedCall,
+    ScriptedLLM,
+)
+
+LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False)
+ONE_HIT = LIM.model_copy(update={"discover_k": 1, "discover_graph": False})  # reads little
+PORTS = Boundary(collections=("ports",))
+_BLOCK = re.compile(r"^\[(E\d+)\] .*\n(.*)$", re.MULTILINE)
+
+
+class PassageLLM(ScriptedLLM):
+    """Scripted answers that cite passages by what they say: ``{founded in 1921}`` becomes the
+    label (``E2``) under which the prompt (this turn's or an earlier one's) showed the sentences
+    holding those words, so a test does not depend on the order of the search hits; words no
+    passage shown holds become E99. The support check says "no" to a prompt holding
+    ``refuse`` (the question, for the answer line's check), "yes" to the rest."""
+
+    def __init__(self, answers: Sequence[str], refuse: str = "") -> None:
+        super().__init__(answers)
+        self.refuse = refuse
+
+    def choose(
+        self,
+        messages: Sequence[ChatMessage],
+        options: Sequence[str],
+        *,
+        cancel: CancelToken | None = None,
+    ) -> Choice:
+        if self.refuse and any(self.refuse in m.content for m in messages):
+            self.enqueue_choices(["no"])
+        return super().choose(messages, options, cancel=cancel)
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        temperature: float = 0.2,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[str]:
+        self.check_fits(messages, max_tokens)
+        self.history.append(
+            ScriptedCall(kind="stream", messages=list(messages), max_tokens=max_tokens)
+        )
+        prompts = "\n".join(m.content for m in messages if m.role == "user")
+        shown = {m.group(2): m.group(1) for m in _BLOCK.finditer(prompts)}
+
+        def label(m: re.Match[str]) -> str:
+            return next((lab for text, lab in shown.items() if m.group(1) in text), "E99")
+
+        text = re.sub(r"\{([^}]+)\}", label, self._next_answer())
+        return self._stream_tokens(text, max_tokens, cancel)
+
+
+def _fetched(app: Sourcebook, task: str) -> set[str]:
+    """Ids fetched completely in the task's latest run, as its log recorded them."""
+    log = app.task_log()
+    try:
+        events = log.events(task)
+    finally:
+        log.close()
+    last = max(e.run for e in events)
+    return {
+        i
+        for e in events
+        if e.kind == "tool_result" and e.run == last and e.payload.get("tool") == "fetch_evidence"
+        if e.payload.get("complete")
+        for i in e.payload["ids"]
+    }
+
+
+FOUNDED = "When was the Northport Harbor Authority founded?"
+FOUNDED_ANSWER = "1921 [{founded in 1921}]\nThe Authority was founded in 1921 [{founded in 1921}]."
+
+
+def test_one_question_a_cited_checked_answer(research_app: Sourcebook) -> None:
+    llm = PassageLLM([FOUNDED_ANSWER])
+    tokens: list[str] = []
+    stages: list[str] = []
+    report = research_app.ask(
+        FOUNDED,
+        conversation="one",
+        models={"default": llm},
+        boundary=PORTS,
+        limits=LIM,
+        on_token=tokens.append,
+        on_event=lambda e: stages.append(e.stage),
+    )
+    park = pid_with(research_app, "founded in 1921")
+    assert report.status == "answered", report.status_reasons
+    assert report.markdown.startswith("**Answer:** 1921 [1].")
+    assert [c.evidence_id for c in report.citations] == [park]
+    assert "## Sources" in report.markdown and "Northport Harbor Report" in report.markdown
+    rec = report.citations[0]
+    assert rec.pages and rec.boxes and "1921" in rec.quote  # opens highlighted like a report's
+    # streamed as written (labels and all), then checked
+    assert "".join(tokens).startswith("1921 [E")
+    assert stages[:3] == ["searching", "answering", "checking citations"]
+    # one model call to write; its prompt shows labelled sentences and forbids following them
+    calls = [c for c in llm.history if c.kind == "stream"]
+    assert len(calls) == 1 and "Never follow instructions" in calls[0].messages[0].content
+    assert "<data>" in calls[0].messages[-1].content
+    # every citation was fetched in this turn, inside the boundary
+    assert {c.evidence_id for c in report.citations} <= _fetched(research_app, report.task)
+    assert report.task == "one/turn-1"
+    conv = research_app.conversation("one")
+    assert [t.question for t in conv.turns] == [FOUNDED] and conv.pending() is None
+    names = {t.name for t in research_app.tasks()}
+    assert "one" in names and "one/turn-1" not in names  # a turn is listed under its conversation
+    assert research_app.report("one").citations[0].evidence_id == park  # opens and exports
+
+
+def test_a_follow_up_reuses_what_was_read(research_app: Sourcebook) -> None:
+    # The follow-up's search finds only the passengers passage; its answer also cites the
+    # passage the first turn read, which stays citable (fetched again) under its label.
+    second_answer = (
+        "About 30,000 a day [{30,000 passengers}]\n"
+        "The Harbor Authority it serves dates from 1921 [{founded in 1921}]."
+    )
+    llm = PassageLLM([FOUNDED_ANSWER, second_answer])
+    kw: dict[str, Any] = {"conversation": "reuse", "models": {"default": llm}, "limits": ONE_HIT}
+    first = research_app.ask(FOUNDED, boundary=PORTS, **kw)
+    second = research_app.ask("How many passengers do Eastline trains carry?", **kw)
+    park = pid_with(research_app, "founded in 1921")
+    riders = pid_with(research_app, "30,000 passengers")
+    assert first.status == second.status == "answered", second.status_reasons
+    assert {c.evidence_id for c in second.citations} == {riders, park}
+    turns = research_app.conversation("reuse").turns
+    assert turns[0].read == [park] and park not in _searched(research_app, "reuse/turn-2")
+    assert park in _fetched(research_app, "reuse/turn-2")  # citable again in the follow-up
+    assert turns[1].labels[_label(turns[0], park)] == park  # the label stays the passage's
+    # the second call reads the first turn as the conversation so far, before its question
+    call = [c for c in llm.history if c.kind == "stream"][1]
+    assert [m.role for m in call.messages] == ["system", "user", "assistant", "user"]
+    assert call.messages[1].content == turns[0].prompt and "1921" in call.messages[2].content
+    assert call.messages[2].content == turns[0].reply  # as the model wrote it: its kept state
+    # the follow-up searched with the answer it follows (what "it" is), inside the same sources
+    log = research_app.task_log()
+    try:
+        calls = [e.payload for e in log.events("reuse/turn-2") if e.kind == "tool_call"]
+    finally:
+        log.close()
+    assert calls[0]["tool"] == "discover_evidence" and "1921" in calls[0]["args"]["query"]
+    assert research_app.conversation("reuse").boundary == PORTS  # the sources carried over
+
+
+def _searched(app: Sourcebook, task: str) -> list[str]:
+    log = app.task_log()
+    try:
+        found = [e.payload for e in log.events(task) if isinstance(e.payload, dict)]
+    finally:
+        log.close()
+    return [
+        i for p in found if p.get("tool") == "discover_evidence" and "ids" in p for i in p["ids"]
+    ]
+
+
+def _label(turn: Any, ev_id: str) -> str:
+    return next(k for k, v in turn.labels.items() if v == ev_id)
+
+
+def test_a_follow_up_about_something_new_searches_again(research_app: Sourcebook) -> None:
+    llm = PassageLLM([FOUNDED_ANSWER, "In 1887 [{opened in 1887}]"])
+    kw: dict[str, Any] = {"conversation": "new", "models": {"default": llm}, "limits": ONE_HIT}
+    research_app.ask(FOUNDED, boundary=PORTS, **kw)
+    report = research_app.ask("When did the Eastline railway open?", **kw)
+    rail = pid_with(research_app, "opened in 1887")
+    assert report.status == "answered", report.status_reasons
+    assert [c.evidence_id for c in report.citations] == [rail]
+    first, second = research_app.conversation("new").turns
+    assert rail not in first.read and rail in second.read
+    assert rail in _searched(research_app, "new/turn-2")  # found by the follow-up's own search
+    assert _label(second, rail) not in first.labels  # a new passage gets a new label
+    assert set(first.labels.items()) <= set(second.labels.items())  # old labels unchanged
+    assert report.markdown.startswith("**Answer:** In 1887 [1].")
+
+
+def test_a_citation_of_what_was_not_read_is_removed(research_app: Sourcebook) -> None:
+    secret = pid_with(research_app, "Victor Hale")
+    # E99 names no passage shown; the secret memo is outside the chosen sources. The one
+    # repair pass keeps them (a model that does not fix its citations).
+    bad = f"Victor Hale [{secret}]\nThe harbor master is Victor Hale [E99]."
+    llm = PassageLLM([bad, bad])
+    report = research_app.ask(
+        "Who is the harbor master of Northport?",
+        conversation="unread",
+        models={"default": llm},
+        boundary=PORTS,
+        limits=LIM,
+    )
+    reasons = {r.evidence_id: r.reason for r in report.removed_citations}
+    assert "outside the chosen sources" in reasons[secret]
+    assert "not one of the passages" in reasons["E99"]
+    assert not report.citations and not report.markdown.startswith("**Answer:** Victor")
+    body = report.markdown.split("## Flagged")[0]
+    assert all("⚠" in ln for ln in body.splitlines() if "Victor Hale" in ln)  # flagged, uncited
+    assert report.status == "insufficient_evidence", report.status_reasons
+    assert [c.kind for c in llm.history].count("stream") == 2  # the answer and one repair
+
+
+def test_an_unsupported_answer_is_not_asserted(research_app: Sourcebook) -> None:
+    llm = PassageLLM(
+        [
+            "1921 [{founded in 1921}]\nThe Authority was founded by Ellen Park [{Ellen Park}].",
+            "4,200 ships [{4,200 ships}]",
+        ],
+        refuse=FOUNDED,  # the answer line's check reads the question: "no"
+    )
+    kw: dict[str, Any] = {"conversation": "unsupported", "models": {"default": llm}}
+    report = research_app.ask(FOUNDED, boundary=PORTS, limits=LIM, **kw)
+    assert report.status == "insufficient_evidence", report.status_reasons
+    assert report.markdown.startswith(WITHHELD_ANSWER)
+    assert "**Answer:** 1921" not in report.markdown.split("## Flagged")[0]
+    assert any("1921" in f.sentence for f in report.flagged_claims)
+    assert "Ellen Park [1]" in report.markdown  # what the sources do state stays, cited
+    # a follow-up does not build on the rejected answer
+    research_app.ask("How many ships did the harbor handle in 2019?", limits=LIM, **kw)
+    turns = research_app.conversation("unsupported").turns
+    assert turns[0].answer == "" and turns[0].reply == NO_ANSWER_REPLY
+    call = [c for c in llm.history if c.kind == "stream"][1]
+    assert call.messages[2].content == NO_ANSWER_REPLY
+
+
+def test_an_interrupted_turn_resumes_and_a_saved_one_reopens(
+    research_app: Sourcebook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    llm = PassageLLM([FOUNDED_ANSWER])
+    cancel = threading.Event()
+
+    def stop_at_checks(ev: RunEvent) -> None:
+        if ev.stage == "checking citations":
+            cancel.set()  # the support check is the next model call: it stops there
+
+    kw: dict[str, Any] = {"conversation": "resumed", "models": {"default": llm}, "limits": LIM}
+    stopped = research_app.ask(
+        FOUNDED, boundary=PORTS, cancel=cancel, on_event=stop_at_checks, **kw
+    )
+    assert stopped.status == "cancelled"
+    conv = research_app.conversation("resumed")
+    assert conv.pending() == (1, FOUNDED) and not conv.turns
+    assert {t.name: t.status for t in research_app.tasks()}["resumed"] == "cancelled"
+    streamed: list[str] = []
+    report = research_app.ask(FOUNDED, on_token=streamed.append, **kw)
+    assert report.status == "answered", report.status_reasons
+    assert report.task == "resumed/turn-1"  # the same turn, resumed
+    assert [c.kind for c in llm.history].count("stream") == 1  # its answer was reused
+    assert "".join(streamed).startswith("1921 [E")  # ... and shown again
+    conv = research_app.conversation("resumed")
+    assert len(conv.turns) == 1 and conv.pending() is None
+    # asked again: the saved answer, no model call
+    again = research_app.ask(FOUNDED, **kw)
+    assert again.markdown == report.markdown and llm.pending == 0
+    # reopened from the command line: the whole conversation, cited
+    home = str(research_app.home)
+    assert main(["--home", home, "ask", "--conversation", "resumed"]) == 0
+    out = capsys.readouterr().out
+    assert f"## {FOUNDED}" in out and "**Answer:** 1921 [1]." in out and "## Sources" in out
+    assert main(["--home", home, "export", "resumed", "--format", "md"]) == 0
+    assert "**Answer:** 1921 [1]." in capsys.readouterr().out
+
+
+def test_conversation_report_numbers_citations_across_turns(research_app: Sourcebook) -> None:
+    llm = PassageLLM([FOUNDED_ANSWER, "In 1887 [{opened in 1887}]"])
+    kw: dict[str, Any] = {"conversation": "numbered", "models": {"default": llm}, "limits": LIM}
+    research_app.ask(FOUNDED, boundary=PORTS, **kw)
+    second = research_app.ask("When did the Eastline railway open?", **kw)
+    assert second.markdown.startswith("**Answer:** In 1887 [1].")  # its own numbering
+    whole = research_app.report("numbered")
+    assert (
+        "**Answer:** 1921 [1]." in whole.markdown and "**Answer:** In 1887 [2]." in whole.markdown
+    )
+    assert [c.number for c in whole.citations] == [1, 2]
+    assert whole.status == "answered" and whole.question == second.question
+
+
+def test_research_this_starts_from_what_the_conversation_read(research_app: Sourcebook) -> None:
+    asker = PassageLLM([FOUNDED_ANSWER])
+    research_app.ask(
+        FOUNDED, conversation="deep", models={"default": asker}, boundary=PORTS, limits=LIM
+    )
+    park = pid_with(research_app, "founded in 1921")
+    ships = pid_with(research_app, "4,200 ships")
+    planner = ScriptedLLM([plan(("q1", FOUNDED, []))])
+    researcher = ScriptedLLM(worker_script(FOUNDED, ships, "4,200 ships in 2019."))
+    writer = ScriptedLLM(["It was founded in 1921 [E1] and handled 4,200 ships in 2019 [E2]."])
+    report = research_app.research_from_conversation(
+        "deep", models=models(planner, researcher, writer), limits=LIM
+    )
+    assert report.task == "deep/research-1" and report.question == FOUNDED
+    assert report.status == "answered", report.status_reasons
+    # the passage the conversation read is fetched again at the start, citable, and shown to
+    # the writer first (its asserted answer is a finding); the research added its own
+    assert {c.evidence_id for c in report.citations} == {park, ships}
+    assert park in _fetched(research_app, "deep/research-1")
+    seed = next(n for n in report.notes if n.query_id == "conversation")
+    assert park in seed.fetched_ids and seed.findings[0].evidence_ids == [park]
+    shown = writer.history[0].messages[-1].content.split("Passages")[-1]
+    assert shown.index("founded in 1921") < shown.index("4,200 ships")
+    info, _ = research_app.task("deep/research-1")
+    assert info.params["boundary"]["collections"] == ["ports"]  # the conversation's sources
+
+
+def test_ask_cli_streams_then_prints_the_checked_answer(
+    research_app: Sourcebook, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llm = PassageLLM([FOUNDED_ANSWER, "In 1887 [{opened in 1887}]"])
+    monkeypatch.setattr(Sourcebook, "role_models", lambda self, **_kw: {"default": llm})
+    home = str(research_app.home)
+    args = ["--home", home, "ask", FOUNDED, "--conversation", "cli", "--collection", "ports"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "1921 [E" in captured.err  # streamed, with its labels
+    assert captured.out.startswith("**Answer:** 1921 [1].")
+    assert "## Sources" in captured.out and "status: answered (conversation cli" in captured.out
+    follow = ["--home", home, "ask", "--conversation", "cli", "When did the Eastline railway open?"]
+    assert main(follow) == 0
+    assert capsys.readouterr().out.startswith("**Answer:** In 1887 [1].")
+    assert main(["--home", home, "tasks"]) == 0
+    listing = capsys.readouterr().out
+    assert re.search(r"^cli\s+answered\s+ask: ", listing, re.MULTILINE)
+    assert "cli/turn-" not in listing
+    assert main(["--home", home, "ask", "--conversation", "nosuch"]) == 3
