@@ -1,9 +1,12 @@
-"""Export a task's report from the menu: Markdown, HTML, PDF or JSON provenance.
+"""Export a task's report from the menu: Markdown, HTML, PDF, Word, JSON provenance, and its
+sources as BibTeX or CSL-JSON.
 
 The analyst picks a file; ``core``'s exporter (``Sourcebook.export``) writes it in the background
 through ``Operations``; success is reported in the main window's status bar and failures through
-:func:`desktop.errors.show_error`. The JSON provenance file lets a reader outside the app check
-every claim (quote, pages, content hash per citation).
+:func:`desktop.errors.show_error`. HTML, PDF and Word carry an evidence appendix (each cited
+passage's quote and a picture of its page with the words highlighted), and the JSON provenance
+file holds the quote, pages and content hash per citation, so a reader outside the app can
+check every claim.
 
 Test seam: set :data:`save_path_hook` to a callable ``(parent, suggested_path, file_filter) ->
 Path | None`` to supply the path without a modal dialog (``None`` = the user cancelled).
@@ -34,7 +37,10 @@ EXPORT_FORMATS: dict[str, tuple[str, str, str]] = {
     "md": ("Markdown", ".md", "Markdown (*.md)"),
     "html": ("Web page (HTML)", ".html", "Web page (*.html *.htm)"),
     "pdf": ("PDF", ".pdf", "PDF (*.pdf)"),
+    "docx": ("Word document", ".docx", "Word document (*.docx)"),
     "json": ("Provenance (JSON)", ".json", "Provenance JSON (*.json)"),
+    "bib": ("BibTeX", ".bib", "BibTeX (*.bib)"),
+    "csl": ("CSL-JSON", ".csl.json", "CSL-JSON (*.json)"),
 }
 
 #: When set, called instead of the save dialog (tests, scripted screenshots).
@@ -67,7 +73,8 @@ def _status(parent: QWidget, text: str) -> None:
 def export_report_interactive(
     parent: QWidget, service: Sourcebook, ops: Operations, task_name: str, fmt: str
 ) -> None:
-    """Ask where to save the task's report as ``fmt`` (md, html, pdf, json), then export it.
+    """Ask where to save the task's report as ``fmt`` (a key of :data:`EXPORT_FORMATS`), then
+    export it.
 
     Returns at once; the file is written in the background. Nothing happens if the user
     cancels the dialog.
@@ -76,7 +83,9 @@ def export_report_interactive(
     if fmt not in EXPORT_FORMATS:
         show_error(
             parent,
-            ConfigError(f"Unknown export format {fmt!r}.", hint="Use md, html, pdf or json."),
+            ConfigError(
+                f"Unknown export format {fmt!r}.", hint=f"Use one of {', '.join(EXPORT_FORMATS)}."
+            ),
         )
         return
     label, suffix, file_filter = EXPORT_FORMATS[fmt]
@@ -84,7 +93,8 @@ def export_report_interactive(
     path = _ask_path(parent, _default_dir() / f"{stem}{suffix}", file_filter)
     if path is None:
         return
-    if path.suffix.lower() not in (suffix, ".htm" if fmt == "html" else suffix):
+    accepted = (suffix, *{"html": (".htm",), "csl": (".json",)}.get(fmt, ()))
+    if not path.name.lower().endswith(accepted):
         path = path.with_name(path.name + suffix)
     _last_dir = path.parent
     export_fmt = cast(ExportFormat, fmt)  # checked against EXPORT_FORMATS above

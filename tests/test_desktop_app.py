@@ -98,7 +98,7 @@ def test_menus_have_the_keyboard_shortcuts(window: MainWindow) -> None:
     assert "Ctrl+Q" in keys(window.quit_action)
     menus = [a.text() for a in window.menuBar().actions()]
     assert menus[:3] == ["&File", "&Research", "&View"]
-    assert set(window.export_actions) == {"md", "html", "pdf", "json"}
+    assert set(window.export_actions) == {"md", "html", "pdf", "docx", "json", "bib", "csl"}
 
 
 def test_keyboard_reaches_search_and_panels(qtbot: Any, window: MainWindow) -> None:

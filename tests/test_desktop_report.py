@@ -232,5 +232,5 @@ def test_export_errors_and_cancel(
     export_report_interactive(parent, svc, ops, "no-such-task", "md")
     qtbot.waitUntil(lambda: bool(shown), timeout=30_000)
     assert isinstance(shown[0], NotFoundError) and not (tmp_path / "x.md").exists()
-    export_report_interactive(parent, svc, ops, "no-such-task", "docx")
+    export_report_interactive(parent, svc, ops, "no-such-task", "rtf")
     assert "Unknown export format" in str(shown[-1])
