@@ -100,7 +100,14 @@ def test_report_opens_with_the_cited_short_answer(research_app: Sourcebook) -> N
             short(
                 "Mayor Ellen Park",
                 ["E1"],
-                steps=[{"question": "Who founded it?", "answer": "Ellen Park", "label": "E1"}],
+                steps=[
+                    {
+                        "question": "Who founded it?",
+                        "answer": "Ellen Park",
+                        "fact": "Mayor Ellen Park founded the authority",
+                        "label": "E1",
+                    }
+                ],
             ),
             # the writer copies the answer line first, three ways: the copies are dropped
             "**Answer:** Mayor Ellen Park [E1].\n"
@@ -115,6 +122,11 @@ def test_report_opens_with_the_cited_short_answer(research_app: Sourcebook) -> N
     first = report.markdown.splitlines()[0]
     assert first == "**Answer:** Mayor Ellen Park [1]."
     assert report.markdown.count("**Answer:**") == 1
+    # the step's fact is shown below the answer as its chain, citing its passage
+    assert report.markdown.splitlines()[2:4] == [
+        "*How the sources lead there:*",
+        "- Mayor Ellen Park founded the authority [1].",
+    ]
     assert "short answer" not in report.markdown
     assert [c.evidence_id for c in report.citations] == [founded]
     assert "".join(tokens).startswith("**Answer:** Mayor Ellen Park [E1].\n\n")
@@ -155,6 +167,7 @@ def test_answer_without_labels_cites_its_last_steps(research_app: Sourcebook) ->
                     {
                         "question": "Who founded the authority?",
                         "answer": "Ellen Park",
+                        "fact": "Ellen Park founded the authority",
                         "label": "E1",
                     }
                 ],

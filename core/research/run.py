@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from core.errors import CancelledError, SourcebookError, translate_errors
 from core.library import Evidence, Library
-from core.research import planner, support, writer
+from core.research import chain, planner, support, writer
 from core.research.citations import (
     CitationChecker,
     bracket_labels,
@@ -81,6 +81,11 @@ class ResearchRequest(BaseModel):
     plan: ResearchPlan | None = Field(None, description="A plan the user edited; skips planning.")
     route: bool = Field(False, description="Run advisory source routing first.")
     fresh: bool = Field(False, description="Ignore a finished report saved under this task name.")
+    seed: ResearchNotes | None = Field(
+        None,
+        description="Notes the run starts from (an Ask conversation's reading): their passages "
+        "are fetched again at the start, so they are citable, and they join the writer's notes.",
+    )
 
 
 def task_name(question: str) -> str:
@@ -292,6 +297,8 @@ def _run(
         )
     ctx.emit("stage", stage="research", text=f"{len(st.plan.queries)} queries")
     with ctx.log.span(ctx.task, ctx.run, "stage", "research"):
+        if req.seed is not None:
+            st.notes[req.seed.query_id] = _seeded(ctx, req.seed)
         _research(ctx, st.plan, st)
     notes = list(st.notes.values())
     evidence = writer.order_evidence(ctx, notes)
@@ -382,6 +389,19 @@ def _research(ctx: RunContext, plan: ResearchPlan, st: _State) -> None:
         )
         ctx.emit("stage", stage="follow-up", text=f"round {rnd + 1}: {len(followups)} queries")
         queries = followups
+
+
+def _seeded(ctx: RunContext, seed: ResearchNotes) -> ResearchNotes:
+    """``seed`` as this run read it: each passage fetched again (a citation is backed by a
+    fetch of the current run), the findings whose passages all were, and nothing left to do."""
+    read = []
+    for ev_id in seed.fetched_ids:
+        fetch = functools.partial(ctx.tools.fetch_evidence, ev_id)
+        res = ctx.tool(f"seed/fetch/{ev_id}", "fetch_evidence", fetch, cache=False)
+        if ctx.fetched.get(ev_id) is not None and not res.error:
+            read.append(ev_id)
+    kept = [f for f in seed.findings if f.evidence_ids and set(f.evidence_ids) <= set(read)]
+    return seed.model_copy(update={"fetched_ids": read, "findings": kept, "sufficient": True})
 
 
 def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: _State) -> None:
@@ -567,6 +587,7 @@ def _support_flags(
         values = {"passages": passages, "claim": claim}
         return fit_messages(llm, "support", values, {"passages": "head"}, 1)
 
+    mark = writer.ANSWER_MARK
     judged = support.judge_claims(
         text,
         get,
@@ -576,6 +597,11 @@ def _support_flags(
         answer_mark=writer.ANSWER_MARK,
         skip={f.sentence for f in st.flagged},
         embed=ctx.library.embedder.embed,
+        on_chain=(
+            (lambda held: chain.carries(_answer_line(text), text, st.question, held, mark))
+            if stage_on(ctx, "chain_support") and chain.chain_lines(text)
+            else None
+        ),
     )
     flagged = support.flags(judged)
     record(
@@ -585,6 +611,7 @@ def _support_flags(
             "judged": len(judged),
             "flagged": [excerpt(f.sentence) for f in flagged],
             "support": [round(j.support, 3) for j in judged],
+            "answer_by_chain": any(j.by_chain for j in judged),
         },
     )
     return flagged
@@ -599,9 +626,13 @@ def withhold_unsupported_answer(text: str, flagged: list[FlaggedClaim]) -> tuple
         if line.lstrip().startswith(writer.ANSWER_MARK):
             if any(f.sentence in line for f in flagged):
                 lines[i] = WITHHELD_ANSWER
-                return "\n".join(lines), True
+                return chain.withheld_head("\n".join(lines)), True
             break
     return text, False
+
+
+def _answer_line(text: str) -> str:
+    return next((ln for ln in text.splitlines() if ln.lstrip().startswith(writer.ANSWER_MARK)), "")
 
 
 def _records(

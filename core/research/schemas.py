@@ -221,14 +221,17 @@ def short_answer_model(labels: list[str]) -> type[BaseModel]:
     """The report's first line: the question answered hop by hop from labelled passages.
 
     The steps come first so a small model reasons before it answers; every step and the answer
-    may cite only the passages' labels. ``calculation`` is the arithmetic for an answer worked
-    out from figures ("" otherwise); the program computes it (:mod:`core.research.worked`)."""
+    may cite only the passages' labels. A step's ``fact`` states its answer as one sentence,
+    shown and checked as a link of the answer's chain (:mod:`core.research.chain`).
+    ``calculation`` is the arithmetic for an answer worked out from figures ("" otherwise); the
+    program computes it (:mod:`core.research.worked`)."""
     label = _id_enum(labels)
     step = create_model(
         "AnswerStep",
         __config__=_FORBID,
         question=(Short(150), ...),
         answer=(Short(150), ...),
+        fact=(Short(200), ...),
         label=(label | None, None),
     )
     return create_model(

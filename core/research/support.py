@@ -11,8 +11,11 @@ is not support. A claim below its floor (:data:`SUPPORT_FLOOR` for one passage,
 :data:`ANSWER_FLOOR` for several) is flagged, the verdict and its support in the reason.
 
 An answer line ("**Answer:** Oslo [2]") is judged as the answer to the question, which is what
-it claims. A sentence whose written-out calculation holds is not judged: the program redid the
-arithmetic, and the claim check found each operand in the cited text. A passage longer than
+it claims, unless it stands on its chain (:mod:`core.research.chain`): the links below it, one
+fact and one passage each, are judged first, and when they all pass, join, and end in the
+answer, the answer is not judged again as a whole. A sentence whose written-out calculation
+holds is not judged: the program redid the arithmetic, and the claim check found each operand
+in the cited text. A passage longer than
 :data:`PASSAGE_CHARS` is shown as its sentences (a table's rows) most like the claim, in passage
 order, so one judgement reads a few hundred tokens.
 """
@@ -62,6 +65,7 @@ class Judgement:
     evidence_ids: list[str]
     choice: Choice
     floor: float = SUPPORT_FLOOR
+    by_chain: bool = False  # an answer line carried by its chain of checked links, not judged
 
     @property
     def support(self) -> float:
@@ -153,11 +157,17 @@ def judge_claims(
     answer_mark: str = "",
     skip: set[str] | None = None,
     embed: EmbedFn | None = None,
+    on_chain: Callable[[dict[str, float]], float | None] | None = None,
 ) -> list[Judgement]:
     """Judge every cited sentence of ``markdown`` not in ``skip`` (those already flagged),
     the answer line first, at most :data:`MAX_CLAIMS`. ``messages`` renders the prompt
     (:data:`MessagesFn`); ``choose(key, messages)`` asks the model (keys are stable per
-    claim, so a resumed run reuses its judgements)."""
+    claim, so a resumed run reuses its judgements).
+
+    With ``on_chain``, the other sentences are judged first and ``on_chain(supported)`` (the
+    sentences that passed, with their support) gives the support of the answer line's chain
+    of checked links (:func:`core.research.chain.carries`), or None when the chain does not
+    carry it; if it does, the answer line is not judged as a whole."""
     todo: list[tuple[str, str, list[str]]] = []
     for sentence, line, ids in cited_sentences(markdown):
         if not ids or (skip and sentence in skip) or any(c.holds for c in calculations(sentence)):
@@ -165,11 +175,24 @@ def judge_claims(
         first = bool(answer_mark) and line.lstrip().startswith(answer_mark)
         item = (sentence, line, ids)
         todo.insert(0, item) if first else todo.append(item)
+    todo = todo[:MAX_CLAIMS]
+    answer_item = (
+        todo[0] if todo and answer_mark and todo[0][1].lstrip().startswith(answer_mark) else None
+    )
+    if on_chain is not None and answer_item is not None:
+        todo = [*todo[1:], answer_item]  # the answer line last: its chain's links decide first
     out: list[Judgement] = []
-    for sentence, line, ids in todo[:MAX_CLAIMS]:
+    for sentence, line, ids in todo:
         found = [ev for ev in map(evidence, ids) if ev is not None]
         if not found:
             continue
+        if on_chain is not None and (sentence, line, ids) == answer_item:
+            weakest = on_chain({j.sentence: j.support for j in out if j.supported})
+            if weakest is not None:
+                choice = Choice(option="yes", probabilities={"yes": weakest})
+                carried = Judgement(sentence, ids, choice, ANSWER_FLOOR, by_chain=True)
+                out.insert(0, carried)
+                continue
         claim = claim_for(sentence, line, question, answer_mark)
         is_answer = bool(answer_mark) and line.lstrip().startswith(answer_mark)
         answer = answer_of(sentence, answer_mark) if is_answer else None
@@ -180,7 +203,8 @@ def judge_claims(
         digest = hashlib.sha256(f"{claim}\n{' '.join(ids)}".encode()).hexdigest()[:16]
         choice = choose(f"support/{digest}", messages(passages, claim, answer))
         floor = ANSWER_FLOOR if is_answer or len(found) > 1 else SUPPORT_FLOOR
-        out.append(Judgement(sentence=sentence, evidence_ids=ids, choice=choice, floor=floor))
+        judged = Judgement(sentence=sentence, evidence_ids=ids, choice=choice, floor=floor)
+        out.insert(0, judged) if is_answer else out.append(judged)
     return out
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from core.errors import ModelError
 from core.library import Evidence
+from core.research.chain import chain_block
 from core.research.citations import (
     citation_tokens,
     cited_text,
@@ -35,7 +36,7 @@ from graph.errors import GraphError
 logger = logging.getLogger(__name__)
 
 EVIDENCE_CHARS = 1500
-ANSWER_MAX_TOKENS = 400
+ANSWER_MAX_TOKENS = 600  # up to four steps, each a question, an answer and a one-line fact
 ANSWER_MARK = "**Answer:**"  # opens the short answer line; it cites the passages hop by hop
 ANSWER_SENTENCES = 8  # sentences the short-answer step reads, across all passages
 ANSWER_HOLDERS = 2  # passages an unsupported answer is cited to, when they hold what it names
@@ -80,15 +81,16 @@ def without_answer_copy(draft: str, answer: str) -> str:
     """The writer's draft without lines that only repeat the answer line opening the report
     (the 1.5B began its text with "**Answer:** Yes, Acme has ..." word for word, or with
     "The short answer is: **Answer:** ...", flagged for a name "Answer" no passage holds, or
-    "The short answer is: Yes, Acme has ...")."""
-    key = _key(answer)
-    bare = key.removeprefix("answer ")
+    "The short answer is: Yes, Acme has ..."). ``answer`` may hold several lines (the answer
+    and its chain): a draft line repeating any of them goes."""
+    keys = {_key(ln) for ln in answer.splitlines() if _key(ln)}
+    keys |= {k.removeprefix("answer ") for k in keys}
 
     def copy(line: str) -> bool:
         words = _key(line)
-        if words in (key, bare):
+        if words in keys:
             return True
-        for said in (key, bare):  # "The short answer is: [**Answer:**] Yes, Acme has ..."
+        for said in keys:  # "The short answer is: [**Answer:**] Yes, Acme has ..."
             lead = words.removesuffix(said)
             if lead != words and lead.endswith(" ") and len(lead.split()) <= ANSWER_LEAD_WORDS:
                 return True
@@ -201,8 +203,10 @@ def short_answer(
     evidence: list[Evidence],
     labels: dict[str, str],
 ) -> str:
-    """The report's opening line, ``**Answer:** ... [E2][E5]``, or "" when the model finds no
-    answer in the passages (or its output is invalid twice): the report then opens as before.
+    """The report's opening line, ``**Answer:** ... [E2][E5]``, then the chain that leads there
+    (each step's fact citing its passage, :func:`core.research.chain.chain_block`), or "" when
+    the model finds no answer in the passages (or its output is invalid twice): the report then
+    opens as before. A worked-out figure shows its calculation instead of a chain.
 
     It reads not whole passages but their :data:`ANSWER_SENTENCES` sentences most similar to
     the question or a plan query (:func:`key_sentences`), each under its passage's label and
@@ -291,6 +295,8 @@ def short_answer(
             kind2 = unlike_asked(question, answer2)
             if line2 and (bool(kind2), len(missing2)) < (bool(kind), len(missing)):
                 answer, line, cites, missing = answer2, line2, cites2, missing2
+                chosen = again
+    chosen = data
     if missing:
         # Still unsupported by its own labels: cite first the passages shown to the model that
         # hold all it names, when there are any. The 1.5B gave the right country of an author's
@@ -304,7 +310,11 @@ def short_answer(
         ]
         if holders:
             line = _line(answer, list(dict.fromkeys([*holders[:ANSWER_HOLDERS], *cites])))
-    return line
+    if not line:
+        return ""
+    links = [(st["fact"], st["label"]) for st in chosen["steps"] if st["label"] and st["fact"]]
+    chain = chain_block(links)
+    return f"{line}\n\n{chain}" if chain else line
 
 
 _ASKS_WHEN = re.compile(r"^\s*when\b|\bwhen\s*\?\s*$|\b(?:what|which) year\b|\bwhat date\b", re.I)

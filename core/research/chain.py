@@ -1,0 +1,97 @@
+"""The answer's chain: each step of the short answer stated as one fact citing one passage, and
+whether that chain carries the answer.
+
+A question that joins facts (the river of the town where someone was born) is answered in
+steps. Below the answer line the report lists each step as one sentence citing the one passage
+it comes from, under :data:`CHAIN_HEAD`, so the reader sees every link, and every link is
+checked on its own like any claim (the claim check; the support check, one fact against one
+passage, at the single-passage floor). The answer line then stands on its chain
+(:func:`carries`) when every link passed, each link after the first names something the link
+before it found that the question does not name (the bridge), and the last link names what the
+answer asserts. Otherwise the answer line is judged as a whole against all its cited passages,
+as it is without a chain: a judgment a small model finds hard when the passages must be joined.
+
+No model and no I/O; pure functions of the report text.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping
+
+from core.research.citations import cited_sentences, key_terms, terms_missing
+from core.text import STOP_WORDS
+
+CHAIN_HEAD = "*How the sources lead there:*"
+#: Replaces :data:`CHAIN_HEAD` when the answer is withheld: the links that stand are what the
+#: sources read do state.
+CHAIN_HEAD_WITHHELD = "*What the sources read do state:*"
+_ITEM = "- "
+_CITES = re.compile(r"\[[^\]\n]*\]")
+_NAME_OR_FIGURE = re.compile(r"\b[A-Z][\w'-]+|\d[\d,.]*\d|\d")
+
+
+def chain_block(links: list[tuple[str, str]]) -> str:
+    """The chain under the answer line: ``links`` are (fact, label) in step order; a fact is
+    one sentence and cites its label once, at its end. "" without links."""
+    items = []
+    for fact, label in links:
+        text = _CITES.sub("", " ".join(fact.split())).strip().rstrip(".;,: ")
+        if text:
+            items.append(f"{_ITEM}{text} [{label}].")
+    return f"{CHAIN_HEAD}\n" + "\n".join(items) if items else ""
+
+
+def chain_lines(markdown: str) -> list[str]:
+    """The lines of ``markdown``'s chain (the list items right under its head), in order."""
+    lines = markdown.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() in (CHAIN_HEAD, CHAIN_HEAD_WITHHELD):
+            out = []
+            for item in lines[i + 1 :]:
+                if not item.lstrip().startswith(_ITEM.strip()):
+                    break
+                out.append(item)
+            return out
+    return []
+
+
+def withheld_head(markdown: str) -> str:
+    """``markdown`` with its chain's head saying the links are what the sources state."""
+    return markdown.replace(CHAIN_HEAD, CHAIN_HEAD_WITHHELD, 1)
+
+
+def _names(text: str, question: str) -> set[str]:
+    """Names and figures ``text`` holds (capitalised words anywhere, figures), lower case,
+    less function words and the question's own words."""
+    asked = {w.lower() for w in re.findall(r"[\w'-]+", question)}
+    found = {m.lower() for m in _NAME_OR_FIGURE.findall(_CITES.sub(" ", text))}
+    return {w for w in found if w not in STOP_WORDS and w not in asked}
+
+
+def carries(
+    answer_line: str,
+    markdown: str,
+    question: str,
+    supported: Mapping[str, float],
+    answer_mark: str,
+) -> float | None:
+    """The support of the chain the answer line stands on (its weakest link's), or None when
+    it does not stand on one. It does when ``markdown`` has a chain whose every sentence is in
+    ``supported`` (each passed the checks against its own passage; sentence -> support), each
+    link after the first names something of the link before it that the question does not, and
+    the last link holds every name and figure the answer asserts beyond the question (an answer
+    asserting nothing beyond the question, a yes or a no, is not carried by a lexical test)."""
+    links = chain_lines(markdown)
+    sentences = [s for line in links for s, ln, _ in cited_sentences(line) if ln == line]
+    if not sentences or any(s not in supported for s in sentences):
+        return None
+    for before, after in itertools.pairwise(links):
+        if not _names(before, question) & _names(after, question):
+            return None
+    answer = _CITES.sub(" ", answer_line.replace(answer_mark, " "))
+    asserted = terms_missing(key_terms(f"{answer_mark} {answer}"), question)
+    if not asserted or terms_missing(asserted, _CITES.sub(" ", links[-1])):
+        return None
+    return min(supported[s] for s in sentences)

@@ -1,0 +1,213 @@
+"""The answer's chain: each step stated as one fact citing its passage, every link checked on
+its own, and the answer standing on the chain only when the chain carries it (synthetic
+names; scripted choices; a real library for the run)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from research_fixtures import _pdf, act, evidence, models, notes, pid_with, plan
+
+from core.library import Evidence
+from core.research import chain, support
+from core.research.chain import CHAIN_HEAD, CHAIN_HEAD_WITHHELD, carries, chain_block, chain_lines
+from core.research.schemas import WITHHELD_ANSWER, ResearchLimits
+from core.service import Sourcebook
+from models.llm import ChatMessage, Choice, ScriptedLLM
+
+MARK = "**Answer:**"
+Q = "Which river flows through the town where Tomas Varga was born?"
+FACT1 = "Tomas Varga was born in Kelmor"
+FACT2 = "The Dravin River flows through Kelmor"
+ID1, ID2 = "ev1:00000000000000a1", "ev1:00000000000000a2"
+
+
+def report(answer: str = "the Dravin River", facts: tuple[str, ...] = (FACT1, FACT2)) -> str:
+    links = [(f, [ID1, ID2][i]) for i, f in enumerate(facts)]
+    return f"{MARK} {answer} [{ID2}].\n\n{chain_block(links)}\n\nKelmor lies in a valley [{ID1}]."
+
+
+def link_sentences(markdown: str) -> dict[str, float]:
+    """Each link sentence, supported: the first at .85, the rest at .95."""
+    said = [s for ln in chain_lines(markdown) for s, _, _ in chain.cited_sentences(ln)]
+    return {s: (0.85 if i == 0 else 0.95) for i, s in enumerate(said)}
+
+
+def test_chain_block_lists_one_cited_fact_per_step() -> None:
+    block = chain_block(
+        [("Tomas Varga was born in Kelmor [E3].", "E1"), (" ", "E2"), (FACT2, "E2")]
+    )
+    assert block.splitlines() == [
+        CHAIN_HEAD,
+        "- Tomas Varga was born in Kelmor [E1].",  # its own citation replaced by the step's
+        "- The Dravin River flows through Kelmor [E2].",
+    ]
+    assert chain_block([]) == ""
+    md = report()
+    assert chain_lines(md) == [f"- {FACT1} [{ID1}].", f"- {FACT2} [{ID2}]."]
+    assert chain_lines(chain.withheld_head(md)) == chain_lines(md)
+    assert CHAIN_HEAD_WITHHELD in chain.withheld_head(md)
+    assert chain_lines("no chain here [ev1].") == []
+
+
+def test_a_checked_bridged_chain_carries_the_answer_its_last_link_states() -> None:
+    md = report()
+    ok = link_sentences(md)
+    line = md.splitlines()[0]
+    assert carries(line, md, Q, ok, MARK) == 0.85  # the weakest link's support
+    # a link that did not pass its own check breaks the chain
+    weak = {s: p for s, p in ok.items() if FACT2 not in s}
+    assert carries(line, md, Q, weak, MARK) is None
+    # the answer must be what the last link states
+    other = report("the Oskel River")
+    assert carries(other.splitlines()[0], other, Q, link_sentences(other), MARK) is None
+    # the second link must name what the first found (Kelmor), not only the question's words
+    loose = report(facts=(FACT1, "The Dravin River flows through Tomas Varga's valley"))
+    assert carries(loose.splitlines()[0], loose, Q, link_sentences(loose), MARK) is None
+    # a yes or no asserts nothing a passage can be searched for: not carried lexically
+    yes = report("Yes")
+    assert carries(yes.splitlines()[0], yes, Q, link_sentences(yes), MARK) is None
+    # no chain, nothing carried
+    bare = f"{MARK} the Dravin River [{ID2}]."
+    assert carries(bare, bare, Q, {bare: 1.0}, MARK) is None
+
+
+def _evidence(ev_id: str) -> Evidence:
+    texts = {ID1: f"{FACT1} in 1931; Kelmor lies in a valley.", ID2: f"{FACT2} to the sea."}
+    return evidence(ev_id, texts[ev_id])
+
+
+def _judge(markdown: str, p_yes: dict[str, float]) -> tuple[list[support.Judgement], list[str]]:
+    """Judge with each claim's p(yes) looked up by a word it holds; returns the judgements and
+    the claims the model was asked about."""
+    asked: list[str] = []
+
+    def messages(passages: str, claim: str, answer: str | None) -> list[ChatMessage]:
+        return [ChatMessage(role="user", content=claim if answer is None else f"A: {answer}")]
+
+    def choose(key: str, msgs: list[ChatMessage]) -> Choice:
+        text = msgs[0].content
+        asked.append(text)
+        p = next((v for k, v in p_yes.items() if k in text), 0.9)
+        rest = (1 - p) / 2
+        return Choice(
+            option="yes" if p >= 0.5 else "no", probabilities={"yes": p, "partly": rest, "no": rest}
+        )
+
+    judged = support.judge_claims(
+        markdown,
+        _evidence,
+        choose,
+        messages,
+        question=Q,
+        answer_mark=MARK,
+        on_chain=lambda held: carries(
+            next(ln for ln in markdown.splitlines() if ln.startswith(MARK)), markdown, Q, held, MARK
+        ),
+    )
+    return judged, asked
+
+
+def test_a_carried_answer_stands_on_its_judged_links_without_a_joint_judgment() -> None:
+    md = report()
+    judged, asked = _judge(md, {"A: ": 0.1})  # the joint judgment would flag the answer
+    assert not any(a.startswith("A: ") for a in asked)  # the answer line was not judged whole
+    assert judged[0].sentence.startswith(MARK) and judged[0].by_chain and judged[0].supported
+    assert support.flags(judged) == []
+
+
+def test_a_link_that_fails_sends_the_answer_to_the_joint_judgment() -> None:
+    md = report()
+    judged, asked = _judge(md, {"Dravin River flows": 0.3, "A: ": 0.1})
+    assert any(a.startswith("A: ") for a in asked)
+    flagged = {f.sentence for f in support.flags(judged)}
+    assert f"- {FACT2} [{ID2}]." in flagged  # the weak link is flagged
+    assert any(s.startswith(MARK) for s in flagged)  # and the answer, judged whole, too
+    assert not judged[0].by_chain
+
+
+# ----------------------------------------------------------------------------- whole runs
+
+
+@pytest.fixture(scope="module")
+def chain_app(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[Sourcebook]:
+    root = tmp_path_factory.mktemp("chain")
+    app = Sourcebook(root / "home", embedder=embedder)
+    notes_pdf = _pdf(
+        root / "varga.pdf",
+        "Varga Notes",
+        [f"{FACT1} in 1931.", f"{FACT2} to the sea.", "Kelmor lies in a wide valley."],
+    )
+    assert not app.add([notes_pdf]).failed
+    yield app
+    app.close()
+
+
+LIM = ResearchLimits(max_workers=1, max_rounds=1, read_top=0, trail=False)
+
+
+def _short(steps: list[dict[str, Any]], answer: str, labels: list[str]) -> dict[str, Any]:
+    return {"steps": steps, "calculation": "", "answer": answer, "labels": labels, "answered": True}
+
+
+def _two_hop_run(app: Sourcebook, task: str, choices: list[str]) -> Any:
+    born = pid_with(app, "was born in Kelmor")
+    river = pid_with(app, "flows through Kelmor")
+    planner = ScriptedLLM([plan(("q1", Q, []))])
+    researcher = ScriptedLLM(
+        [
+            act("fetch_evidence", evidence_id=born),
+            act("fetch_evidence", evidence_id=river),
+            act("finish"),
+            notes((FACT1 + ".", [born]), (FACT2 + ".", [river])),
+        ]
+    )
+    steps = [
+        {
+            "question": "Where was Tomas Varga born?",
+            "answer": "Kelmor",
+            "fact": FACT1,
+            "label": "E1",
+        },
+        {
+            "question": "Which river flows through Kelmor?",
+            "answer": "the Dravin River",
+            "fact": FACT2,
+            "label": "E2",
+        },
+    ]
+    writer = ScriptedLLM(
+        [_short(steps, "the Dravin River", ["E2"]), "Kelmor lies in a valley [E2]."]
+    )
+    writer.enqueue_choices(choices)
+    out = app.research(Q, models=models(planner, researcher, writer), task=task, limits=LIM)
+    assert writer.pending == 0
+    return out
+
+
+def test_run_shows_the_chain_and_asserts_the_answer_its_checked_links_carry(
+    chain_app: Sourcebook,
+) -> None:
+    # links judged yes; the body sentence yes; no joint judgment of the answer is asked for
+    out = _two_hop_run(chain_app, "chain-carried", ["yes", "yes", "yes"])
+    lines = out.markdown.splitlines()
+    assert lines[0].startswith("**Answer:** the Dravin River [")
+    assert CHAIN_HEAD in lines
+    head = lines.index(CHAIN_HEAD)
+    assert lines[head + 1].startswith(f"- {FACT1} [") and lines[head + 2].startswith(f"- {FACT2} [")
+    assert out.status == "answered", out.status_reasons
+    assert len(out.citations) == 2
+
+
+def test_run_withholds_an_answer_whose_chain_breaks_and_keeps_what_the_sources_state(
+    chain_app: Sourcebook,
+) -> None:
+    # the second link is judged "no"; the answer, judged whole, "no" too
+    out = _two_hop_run(chain_app, "chain-broken", ["yes", "no", "yes", "no"])
+    lines = out.markdown.splitlines()
+    assert lines[0] == WITHHELD_ANSWER
+    assert CHAIN_HEAD_WITHHELD in lines and CHAIN_HEAD not in lines
+    assert out.status == "insufficient_evidence"
+    assert any(FACT2 in f.sentence for f in out.flagged_claims)
