@@ -37,8 +37,13 @@ from typing import Any, Literal
 
 import pymupdf
 
-from core.export_evidence import EvidenceEntry, EvidenceImage, PageRenderer, evidence_entries
-from core.export_evidence import pages_label as pages_label
+from core.export_evidence import (
+    EvidenceEntry,
+    EvidenceImage,
+    PageRenderer,
+    evidence_entries,
+    pages_label,
+)
 from core.export_markdown import markdown_to_html
 from core.export_refs import SourceInfoFn, source_refs, to_bibtex, to_csl_json
 from core.research.sanitize import safe_url
@@ -280,7 +285,7 @@ def export_report(
             return to_html(report, entries).encode("utf-8")
         if fmt == "pdf":
             return to_pdf(report, entries)
-        from core.export_docx import to_docx
+        from core.export_docx import to_docx  # python-docx (lxml) loads only when asked for
 
         return to_docx(report, entries)
     raise ValueError(f"unknown export format {fmt!r}")
