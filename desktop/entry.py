@@ -20,6 +20,10 @@ from core.logging_setup import native_log_defaults
 logger = logging.getLogger(__name__)
 
 _APP_FLAGS = frozenset({"-v", "--verbose"})
+# options of the app that take a value (desktop.app._parse)
+_APP_OPTIONS = frozenset(
+    {"--home", "--self-test", "--query", "--screenshot", "--self-test-timeout", "--ready-file"}
+)
 
 
 def wants_app(argv: Sequence[str]) -> bool:
@@ -27,9 +31,9 @@ def wants_app(argv: Sequence[str]) -> bool:
     i = 0
     while i < len(argv):
         arg = argv[i]
-        if arg in _APP_FLAGS or arg.startswith("--home="):
+        if arg in _APP_FLAGS or ("=" in arg and arg.partition("=")[0] in _APP_OPTIONS):
             i += 1
-        elif arg == "--home" and i + 1 < len(argv):
+        elif arg in _APP_OPTIONS and i + 1 < len(argv):
             i += 2
         else:
             return False
@@ -56,6 +60,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from desktop.app import main as app_main
 
         return app_main(args)
+    from core.frozen import run_child
+
+    code = run_child(args)  # a packaged app has no `python -m`: its children run through here
+    if code is not None:
+        return code
     from core.cli import main as cli_main
 
     return cli_main(args)

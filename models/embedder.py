@@ -11,6 +11,7 @@ import hashlib
 import importlib.metadata
 import logging
 import os
+import sys
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,16 @@ MINILM_WEIGHTS_SIZE = 90_868_376
 MINILM_WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 Vectors = npt.NDArray[np.float32]
+
+BUNDLED_MODELS_FOLDER = "bundled-models"
+"""A packaged app's folder (inside its bundle) of model files made when it was built."""
+
+
+def bundled_models_dir() -> Path | None:
+    """The read-only folder of model files a packaged app (PyInstaller) ships, such as the
+    embedder's ONNX file exported at build time; None in a source install."""
+    base = getattr(sys, "_MEIPASS", None) if getattr(sys, "frozen", False) else None
+    return Path(base) / BUNDLED_MODELS_FOLDER if base else None
 
 
 @runtime_checkable
@@ -252,10 +263,12 @@ class OnnxEmbedder:
 
     On first use the verified sentence-transformers weights are exported once to ONNX (this
     needs torch and takes a few seconds) into ``cache_dir``; later starts load only the ONNX file,
-    so a CLI search does not pay torch's import. Texts are tokenized once and sorted by word
-    pieces before batching, so padding wastes little work (see `embed`); pooling and
-    normalisation match sentence-transformers' (mean of the token vectors under the attention
-    mask, then L2).
+    so a CLI search does not pay torch's import. A file of the same name in one of
+    ``prebuilt_dirs`` (default: a packaged app's bundled models, exported when it was built) is
+    loaded instead and never written: a packaged app has no torch. Texts are tokenized once
+    and sorted by word pieces before batching, so padding wastes little work (see `embed`);
+    pooling and normalisation match sentence-transformers' (mean of the token vectors under
+    the attention mask, then L2).
 
     Batches are small (4 texts): with texts sorted by word pieces, batch 2 to 8 cost the same
     CPU time within 3% (batch 16: 11% more), and attention's memory grows with batch x
@@ -275,9 +288,14 @@ class OnnxEmbedder:
         threads: int = 2,
         batch_size: int = 4,
         quantized: bool = False,
+        prebuilt_dirs: Sequence[Path] | None = None,
     ) -> None:
         self.model_dir = model_dir or minilm_dir()
         self.cache_dir = cache_dir
+        bundled = bundled_models_dir()
+        self.prebuilt_dirs = list(
+            prebuilt_dirs if prebuilt_dirs is not None else [bundled] if bundled else []
+        )
         self.quantized = quantized
         self.name = MINILM_NAME
         self.dim = MINILM_DIM
@@ -300,29 +318,54 @@ class OnnxEmbedder:
         self._tok.no_padding()
 
     @property
-    def onnx_path(self) -> Path:
+    def onnx_name(self) -> str:
         suffix = "-int8" if self.quantized else ""
-        name = f"all-minilm-l6-v2-{MINILM_WEIGHTS_SHA256[:12]}-{ONNX_FILE_VERSION}{suffix}.onnx"
-        return self.cache_dir / name
+        return f"all-minilm-l6-v2-{MINILM_WEIGHTS_SHA256[:12]}-{ONNX_FILE_VERSION}{suffix}.onnx"
+
+    @property
+    def cache_path(self) -> Path:
+        """Where this embedder exports its ONNX file when no prebuilt one is found."""
+        return self.cache_dir / self.onnx_name
+
+    @property
+    def onnx_path(self) -> Path:
+        """The ONNX file this embedder loads: a prebuilt one if there is one, else the cache's."""
+        for folder in self.prebuilt_dirs:
+            if (folder / self.onnx_name).is_file():
+                return folder / self.onnx_name
+        return self.cache_path
+
+    def prepare(self) -> Path:
+        """Export (and quantize) the ONNX file now if there is none; returns the file.
+
+        Build scripts call this to ship the file inside a packaged app."""
+        if not self.onnx_path.exists():
+            if self.quantized:
+                self._quantize()
+            else:
+                self._export()
+        return self.onnx_path
 
     def _quantize(self) -> None:
         """Derive the int8 model (dynamic, per-channel weights) from the fp32 export."""
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
-        fp32 = OnnxEmbedder(self.cache_dir, model_dir=self.model_dir)
-        if not fp32.onnx_path.exists():
-            fp32._export()
-        tmp = self.onnx_path.with_suffix(f".{os.getpid()}.tmp")
+        fp32 = OnnxEmbedder(
+            self.cache_dir, model_dir=self.model_dir, prebuilt_dirs=self.prebuilt_dirs
+        )
+        source = fp32.prepare()
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.cache_path.with_suffix(f".{os.getpid()}.tmp")
         try:
             quantize_dynamic(
-                str(fp32.onnx_path),
+                str(source),
                 str(tmp),
                 weight_type=QuantType.QInt8,
                 per_channel=True,
                 # the fused operators are outside ONNX's shape inference: their outputs are float
                 extra_options={"DefaultTensorType": 1},  # onnx.TensorProto.FLOAT
             )
-            tmp.replace(self.onnx_path)
+            tmp.replace(self.cache_path)
         finally:
             tmp.unlink(missing_ok=True)
 
@@ -333,13 +376,16 @@ class OnnxEmbedder:
         verify_file(
             self.model_dir / MINILM_WEIGHTS, size=MINILM_WEIGHTS_SIZE, sha256=MINILM_WEIGHTS_SHA256
         )
-        logger.info("exporting %s to ONNX at %s (once)", self.name, self.onnx_path)
+        logger.info("exporting %s to ONNX at %s (once)", self.name, self.cache_path)
         try:
             import torch
             from transformers import AutoModel
-        except ImportError as exc:  # pragma: no cover - both are dependencies
+        except ImportError as exc:  # a packaged app ships the exported files, not torch
             raise ModelFileError(
-                "Exporting the embedder needs torch and transformers, which are not installed."
+                f"Exporting the embedder needs torch and transformers, which are not installed "
+                f"(and no prebuilt {self.onnx_name} was found).",
+                hint="A packaged Sourcebook ships the default embedder only: set "
+                "models.embedder_runtime back to onnx-int8 (Settings).",
             ) from exc
 
         class _Encoder(torch.nn.Module):
@@ -366,7 +412,7 @@ class OnnxEmbedder:
         mask[1, 5:] = 0  # trace with padding, so the exported graph keeps the masking path
         axes = {0: "batch", 1: "tokens"}
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.onnx_path.with_suffix(f".{os.getpid()}.tmp")
+        tmp = self.cache_path.with_suffix(f".{os.getpid()}.tmp")
         try:
             torch.onnx.export(
                 _Encoder(model),
@@ -383,16 +429,13 @@ class OnnxEmbedder:
                 opset_version=17,
                 dynamo=False,
             )
-            _fuse(tmp, self.onnx_path)
+            _fuse(tmp, self.cache_path)
         finally:
             tmp.unlink(missing_ok=True)
 
     def _load(self) -> Any:
         if self._session is None:
-            if not self.onnx_path.exists() and self.quantized:
-                self._quantize()
-            elif not self.onnx_path.exists():
-                self._export()
+            path = self.prepare()
             import onnxruntime as ort
 
             opts = ort.SessionOptions()
@@ -404,15 +447,20 @@ class OnnxEmbedder:
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             try:
                 self._session = ort.InferenceSession(
-                    str(self.onnx_path),
+                    str(path),
                     opts,
                     providers=["CPUExecutionProvider"],
                     disabled_optimizers=_DISABLED_ORT_FUSIONS,
                 )
             except Exception as exc:  # a damaged cache file: export again next time
-                self.onnx_path.unlink(missing_ok=True)
+                if path != self.cache_path:  # a prebuilt file is not ours to delete
+                    raise ModelFileError(
+                        f"The prebuilt ONNX embedder {path} could not be loaded: {exc}",
+                        hint="The app's files are damaged: unpack or install it again.",
+                    ) from exc
+                path.unlink(missing_ok=True)
                 raise ModelFileError(
-                    f"The cached ONNX embedder {self.onnx_path} could not be loaded: {exc}",
+                    f"The cached ONNX embedder {path} could not be loaded: {exc}",
                     hint="It was deleted; run the command again to rebuild it.",
                 ) from exc
         return self._session

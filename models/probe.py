@@ -115,19 +115,42 @@ def runtime_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
+CHILD_FLAG = "--llama-probe-child"
+"""A packaged app's binary runs the child when its first argument is this (core.frozen)."""
+
+
+def is_frozen() -> bool:
+    """True in a packaged app (PyInstaller), whose ``sys.executable`` is the app itself."""
+    return bool(getattr(sys, "frozen", False))
+
+
+def _child_prefix() -> list[str]:
+    if is_frozen():
+        exe = Path(sys.executable)
+        # a Windows bundle's windowed twin has no standard streams: its console binary does
+        console = exe.with_name("sourcebook.exe")
+        if sys.platform == "win32" and console.is_file():
+            exe = console
+        return [str(exe), CHILD_FLAG]
+    return [sys.executable, "-m", "models.probe"]
+
+
 def probe_command(model_path: Path, variant: Path | None = None) -> list[str]:
     """The child's command line: this interpreter running this module on ``model_path`` (with
-    CPU variant ``variant`` loaded first, for a build with variants)."""
-    cmd = [sys.executable, "-m", "models.probe", str(model_path)]
+    CPU variant ``variant`` loaded first, for a build with variants); in a packaged app, the
+    app's binary with :data:`CHILD_FLAG`."""
+    cmd = [*_child_prefix(), str(model_path)]
     return [*cmd, "--variant", str(variant)] if variant is not None else cmd
 
 
 def scores_command() -> list[str]:
     """A child printing ggml's score of each CPU variant on this CPU, as JSON."""
-    return [sys.executable, "-m", "models.probe", "--scores"]
+    return [*_child_prefix(), "--scores"]
 
 
 def _child_env() -> dict[str, str]:
+    if is_frozen():  # the bundle finds its own modules; a PYTHONPATH could only mislead it
+        return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     # the child imports what this process imports (a llama_cpp from another folder, say)
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
@@ -311,7 +334,9 @@ def check_runtime(
 PROBE_PROMPT = "The probe reads this sentence as one batch, then writes one token. " * 4
 
 
-def _child(argv: Sequence[str]) -> int:
+def child_main(argv: Sequence[str]) -> int:
+    """The child: ``MODEL.gguf [--variant LIB]`` loads the model and writes one token;
+    ``--scores`` prints ggml's score of each CPU variant as JSON."""
     if argv[:1] == ["--scores"]:
         print(json.dumps(cpu_backend.variant_scores(cpu_backend.variant_libs())))
         return 0
@@ -327,4 +352,4 @@ def _child(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1:]))
+    sys.exit(child_main(sys.argv[1:]))

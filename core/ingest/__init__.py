@@ -42,6 +42,7 @@ from core.errors import (
     SourcebookError,
     UnsupportedFileError,
 )
+from core.frozen import EXTRACTOR_FLAG
 from core.ingest.chunking import Block, chunk_blocks
 from core.ingest.detect import (
     FILE_SUFFIXES,
@@ -257,22 +258,13 @@ def iter_jsonl(
 
 # ---------------------------------------------------------------- extraction in a child process
 
-# The child imports only what extraction needs, so it starts in ~1 s. ``graph/__init__`` imports
-# the whole store (lancedb, networkx: ~4 s of a 6 s start on 2 busy cores), so the child
-# registers ``graph`` as a bare package and imports just the modules it uses (``graph.schemas``,
-# ``graph.ids``, ``graph.wordpack``). ``import pymupdf`` also imports ``pymupdf.layout`` when it
-# is installed, which loads an ONNX layout model (~1 s) that only ``Page.get_layout`` uses; a
-# ``None`` entry in ``sys.modules`` makes that optional import fail, as pymupdf allows.
+# The child imports only what extraction needs, so it starts in ~1 s: see
+# :func:`core.frozen.serve_extractor`, which a packaged app's binary runs too.
 _CHILD_MAIN = """
-import importlib.util, sys, types
+import sys
 sys.path[:] = {path!r}
-sys.modules["pymupdf.layout"] = None
-spec = importlib.util.find_spec("graph")
-graph = types.ModuleType("graph")
-graph.__path__ = list(spec.submodule_search_locations)
-sys.modules["graph"] = graph
-from core.ingest import _serve_parent
-_serve_parent(int(sys.argv[1]))
+from core.frozen import serve_extractor
+serve_extractor(int(sys.argv[1]))
 """
 _POLL_S = 0.1
 
@@ -299,14 +291,15 @@ class ExtractorProcess:
     the calling thread; when that raises, or ``cancel`` is set, the call stops the child (reading
     a file holds nothing worth keeping) and raises at once.
 
-    POSIX only (the child inherits a socket), and only where ``sys.executable`` is a Python
-    interpreter (not in a frozen bundle); :attr:`supported` says whether it runs here.
+    POSIX only (the child inherits a socket); :attr:`supported` says whether it runs here. In a
+    packaged app (PyInstaller), whose ``sys.executable`` is the app's binary, the child is that
+    binary started with :data:`core.frozen.EXTRACTOR_FLAG`.
 
     Threading contract: calls to :meth:`extract` are serialised by a lock; :meth:`close` may be
     called from any thread (a running call then fails).
     """
 
-    supported = os.name == "posix" and not getattr(sys, "frozen", False)
+    supported = os.name == "posix"
 
     def __init__(self, counter_factory: Callable[[], TokenCounter]) -> None:
         self._factory = counter_factory
@@ -367,8 +360,12 @@ class ExtractorProcess:
         ours, theirs = Pipe()
         fd = theirs.fileno()
         try:
+            if getattr(sys, "frozen", False):
+                command = [sys.executable, EXTRACTOR_FLAG, str(fd)]
+            else:
+                command = [sys.executable, "-c", _CHILD_MAIN.format(path=sys.path), str(fd)]
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", _CHILD_MAIN.format(path=sys.path), str(fd)],
+                command,
                 pass_fds=[fd],
                 stdin=subprocess.DEVNULL,
             )
