@@ -31,6 +31,7 @@ from core.service import Sourcebook
 from desktop.errors import show_error
 from desktop.main_window import MainWindow
 from desktop.operations import Operations
+from desktop.self_test import SelfTest, announce_ready, report_self_test
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +191,25 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="sourcebook", description="Open the Sourcebook app.")
     p.add_argument("--home", type=Path, help="Folder for settings, library and logs.")
     p.add_argument("-v", "--verbose", action="store_true", help="Log more detail.")
-    return p.parse_args(list(argv))
+    # Scripted sessions for testing an installed app (desktop/self_test.py).
+    p.add_argument(
+        "--self-test",
+        type=Path,
+        metavar="PDF",
+        help="Add PDF, search for --query, open the first hit, close; exit 0 if all worked.",
+    )
+    p.add_argument("--query", default="", help="What --self-test searches for.")
+    p.add_argument("--screenshot", type=Path, help="--self-test saves the screen here.")
+    p.add_argument("--self-test-timeout", type=float, default=300.0, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--ready-file",
+        type=Path,
+        help="Write this file once the window is usable (the library listed): for benchmarks.",
+    )
+    args = p.parse_args(list(argv))
+    if args.self_test is not None and not args.query.strip():
+        p.error("--self-test needs --query WORDS (words the PDF contains)")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -209,6 +228,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     logger.info("opening the app on %s", service.home)
     window = build_window(service)
     window.show()
+    if args.ready_file is not None:
+        announce_ready(window, args.ready_file)
+    test: SelfTest | None = None
+    if args.self_test is not None:
+        test = SelfTest(
+            window,
+            args.self_test,
+            args.query,
+            screenshot=args.screenshot,
+            timeout_s=args.self_test_timeout,
+        )
+        test.start()
     code = int(app.exec())
     shutdown_operations(window.ops, wait_ms=0)  # the window's close already waited
+    if test is not None:
+        code = report_self_test(test, code)
     return code
