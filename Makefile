@@ -29,7 +29,7 @@ LLAMA_STAMP := $(VENV)/.llama-$(shell printf '%s' '$(LLAMA_REQUIREMENT) $(LLAMA_
 
 SAMPLE_QUESTION ?= What are the strategic goals of the Department of Labor?
 
-.PHONY: run test lint pytest bench clean-venv system-deps rebuild-llama
+.PHONY: run test lint pytest bench clean-venv system-deps rebuild-llama package package-test
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Sourcebook needs Python 3.11"'
@@ -56,6 +56,10 @@ $(VENV)/.run-installed: pyproject.toml $(LLAMA_STAMP) | $(BIN)/python
 
 $(VENV)/.test-installed: pyproject.toml $(LLAMA_STAMP) | $(BIN)/python
 	$(BIN)/pip install -e '.[test,starter-fast]'
+	@touch $@
+
+$(VENV)/.package-installed: pyproject.toml $(LLAMA_STAMP) | $(BIN)/python
+	$(BIN)/pip install -e '.[package]'
 	@touch $@
 
 # Debian packages (Tesseract for OCR, Xvfb for screenshots), installed when missing and root.
@@ -91,6 +95,23 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/ocr_cer.py
 	$(BIN)/python bench/llm_bench.py
 	$(BIN)/python bench/llm_turns.py
+
+# The app as a one-folder PyInstaller bundle in a tarball, with the 1.5B starter's parts inside
+# (assembled into the model cache on the app's first use, as `make run` does); see packaging/.
+# PACKAGE_STARTER=starter-fast ships the 0.5B one, PACKAGE_STARTER=none no local model.
+PACKAGE_STARTER ?= starter
+package: system-deps $(VENV)/.run-installed $(VENV)/.package-installed
+	bash packaging/build-linux.sh --starter $(PACKAGE_STARTER)
+
+# A bundle without a local model, tested as a user would use it (packaging/test-bundle.sh): in
+# an empty folder, a fresh HOME, no .venv on the path, on Xvfb; the llama.cpp probe runs through
+# the bundle's binary on the test model (the 0.5B starter, assembled from its parts if needed).
+package-test: system-deps $(VENV)/.test-installed $(VENV)/.package-installed
+	bash packaging/build-linux.sh --starter none
+	gguf=$$($(BIN)/python -c 'from core.settings import models_cache_dir; from models.starter \
+		import STARTER_FAST, ensure_starter; print(ensure_starter(STARTER_FAST, models_cache_dir()))') \
+		&& bash packaging/test-bundle.sh "$$(ls -t dist/sourcebook-*-none.tar.gz | head -1)" \
+		--gguf "$$gguf"
 
 clean-venv:
 	rm -rf $(VENV)
