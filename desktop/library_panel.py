@@ -32,6 +32,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
+    QGridLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -42,7 +43,6 @@ from PySide6.QtWidgets import (
     QSplitter,
     QTableView,
     QToolButton,
-    QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -53,6 +53,7 @@ from core.service import AddProgress, Collection, Document, LibraryChanges, Sear
 from desktop import web_pages
 from desktop.errors import guarded, show_error
 from desktop.operations import OpContext, Operations, OpHandle
+from desktop.search_results import ROLE_EVIDENCE, SearchResults
 
 logger = logging.getLogger(__name__)
 
@@ -241,12 +242,7 @@ class LibraryPanel(QWidget):
         self._search_timer.setSingleShot(True)
         self._search_timer.setInterval(SEARCH_DELAY_MS)
         self._search_timer.timeout.connect(self.run_search)
-        self.results = QTreeWidget()
-        self.results.setObjectName("search-results")
-        self.results.setHeaderLabels(["Title", "Page", "Snippet"])
-        self.results.setRootIsDecorated(False)
-        self.results.setWordWrap(True)
-        self.results.setUniformRowHeights(False)
+        self.results = SearchResults()
         self.results.itemActivated.connect(self._hit_activated)
         self.results.setVisible(False)
         self.search_status = QLabel("")
@@ -294,11 +290,13 @@ class LibraryPanel(QWidget):
         self.remove_button.setToolTip("Remove the selected documents (Delete)")
         self.remove_button.setEnabled(False)
         self.remove_button.clicked.connect(self.remove_selected)
-        buttons = QHBoxLayout()
-        for b in (self.add_files_button, self.add_folder_button, self.add_web_button):
-            buttons.addWidget(b)
-        buttons.addStretch(1)
-        buttons.addWidget(self.remove_button)
+        # Two rows, so the library column fits a laptop screen's third (about 300 px).
+        buttons = QGridLayout()
+        buttons.addWidget(self.add_files_button, 0, 0)
+        buttons.addWidget(self.add_folder_button, 0, 1)
+        buttons.addWidget(self.add_web_button, 1, 0, 1, 2)
+        buttons.addWidget(self.remove_button, 1, 3)
+        buttons.setColumnStretch(2, 1)
         self.adds = QVBoxLayout()
         self.adds.setContentsMargins(0, 0, 0, 0)
 
@@ -573,19 +571,7 @@ class LibraryPanel(QWidget):
         if gen != self._search_gen:
             return
         self._hits = hits
-        self.results.clear()
-        for hit in hits:
-            page = "" if hit.page_start is None else str(hit.page_start + 1)
-            if hit.page_start is not None and hit.page_end not in (None, hit.page_start):
-                page = f"{hit.page_start + 1}–{(hit.page_end or 0) + 1}"
-            snippet = " ".join(hit.snippet.split())
-            item = QTreeWidgetItem([hit.title, page, snippet])
-            item.setData(0, Qt.ItemDataRole.UserRole, hit.evidence_id)
-            item.setToolTip(2, snippet)
-            item.setToolTip(0, f"{hit.title}\n{hit.evidence_id}")
-            self.results.addTopLevelItem(item)
-        self.results.resizeColumnToContents(1)
-        self.results.setColumnWidth(0, min(self.results.columnWidth(0), 180))
+        self.results.set_hits(hits, query)
         self.results.setVisible(True)
         top, bottom = self._split.sizes()
         if top < (top + bottom) // 2 - 20:  # give the results half the panel
@@ -609,7 +595,7 @@ class LibraryPanel(QWidget):
         return list(self._hits)
 
     def _hit_activated(self, item: QTreeWidgetItem, _column: int = 0) -> None:
-        evidence_id = item.data(0, Qt.ItemDataRole.UserRole)
+        evidence_id = item.data(0, ROLE_EVIDENCE)
         if evidence_id:
             self.evidence_requested.emit(str(evidence_id))
 

@@ -11,6 +11,11 @@ rendered with raw HTML switched off, no resource (image, stylesheet) is ever loa
 is followed inside the widget. Citation links use the private ``cite:`` scheme; a plain
 ``http(s)`` link is handed to the system browser only when the user clicks it.
 
+Hovering a citation shows its quoted words and page (:func:`desktop.report_marks.citation_tooltip`);
+each "⚠" that ``core`` puts after a flagged sentence becomes a marker: the sentence is tinted, the
+reason shows on hover, a click opens the passage the claim cites, and the list below the text
+holds every flag. The status is the first line, in words (:func:`desktop.report_marks.headline`).
+
 Numbering: ``core`` gives one number per document version, so ``[2]`` may stand for several
 passages of the same document. Each occurrence is linked to the passage whose words overlap most
 with the sentence it ends (the first passage on a tie).
@@ -22,16 +27,26 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QTextDocument
+from PySide6.QtCore import QEvent, QPoint, Qt, QUrl, Signal
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QDesktopServices,
+    QHelpEvent,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+)
 from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
     QSplitter,
     QTextBrowser,
+    QToolTip,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -39,6 +54,15 @@ from PySide6.QtWidgets import (
 )
 
 from core.service import Report
+from desktop.report_marks import (
+    FLAG_SCHEME,
+    citation_tooltip,
+    flag_tooltip,
+    headline,
+    link_flags,
+    plain_claim,
+    sentence_start,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +72,7 @@ ROLE_INDEX = Qt.ItemDataRole.UserRole
 
 # What each run status means to an analyst (shared by the research and history panels).
 STATUS_TEXT: dict[str, str] = {
-    "answered": "Answered: every claim cites a passage that was read in this run.",
+    "answered": "Answered: every claim is supported by its cited passage.",
     "insufficient_evidence": "Insufficient evidence: the chosen sources do not answer this.",
     "partial": "Partial answer: read the notes below before relying on it.",
     "partial_retrieval": "Partial answer: some searches or reads failed.",
@@ -71,6 +95,17 @@ STATUS_SHORT: dict[str, str] = {
 }
 _GOOD = frozenset({"answered"})
 _BAD = frozenset({"insufficient_evidence", "recording_failed", "cancelled"})
+
+FLAG_TINT = QColor(230, 160, 20, 60)  # a flagged sentence, readable on light and dark palettes
+FLAG_MARK = QColor(200, 120, 0)
+EMPTY_HINT = (
+    "**No report yet.** Ask a question in the Research tab (Ctrl+N) and press Enter; the "
+    "verified report opens here.\n\n"
+    "Each **[n]** in the report cites a passage: hover it to read the quoted words and the "
+    "page, click it to open the page with those words highlighted in the evidence viewer on the "
+    "right. A **⚠** marks a claim the check could not confirm, with the reason.\n\n"
+    "Past reports are in History (Ctrl+H)."
+)
 
 _CITE_RE = re.compile(r"(?<!\\)\[(\d{1,4})\](?![(:])")
 _WORD_RE = re.compile(r"\w+")
@@ -120,17 +155,30 @@ def link_citations(report: Report) -> str:
 
 
 class _SafeBrowser(QTextBrowser):
-    """A text browser that never loads a resource and never navigates by itself."""
+    """A text browser that never loads a resource and never navigates by itself; on hover it
+    shows the tooltip ``tip_at(point)`` gives for that point of the viewport."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setOpenLinks(False)
         self.setOpenExternalLinks(False)
         self.setObjectName("report-text")
+        self.tip_at: Callable[[QPoint], str] = lambda _point: ""
 
     def loadResource(self, type: int, name: QUrl | str, /) -> Any:  # Qt's signature
         logger.debug("report view refused to load %s", name)
         return None
+
+    def viewportEvent(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            tip = self.tip_at(event.pos())
+            if tip:
+                QToolTip.showText(event.globalPos(), tip, self.viewport())
+            else:
+                QToolTip.hideText()
+                event.ignore()
+            return True
+        return super().viewportEvent(event)
 
 
 class ReportView(QWidget):
@@ -164,6 +212,7 @@ class ReportView(QWidget):
 
         self.browser = _SafeBrowser()
         self.browser.anchorClicked.connect(self._on_anchor)
+        self.browser.tip_at = self.tooltip_at
 
         self.sources = QTreeWidget()
         self.sources.setObjectName("report-sources")
@@ -196,11 +245,14 @@ class ReportView(QWidget):
         lay.addWidget(self.removed_label)
         lay.addWidget(self.removed, 1)
 
+        self._checks = checks
         split = QSplitter(Qt.Orientation.Vertical)
+        split.setObjectName("report-split")  # its sizes are remembered (desktop.pane_memory)
         split.addWidget(self.browser)
         split.addWidget(checks)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 1)
+        self.split = split
 
         root = QVBoxLayout(self)
         root.addWidget(self.title)
@@ -213,10 +265,12 @@ class ReportView(QWidget):
     def clear(self) -> None:
         """Show the empty state."""
         self._report = None
-        self.title.setText("No report open")
-        self.status.setText("Run a research task, or open one from History.")
+        self.title.setText("")
+        self.title.setVisible(False)
+        self.status.setText("")
+        self.status.setVisible(False)
         self.status.setStyleSheet("")
-        self.browser.clear()
+        self.browser.document().setMarkdown(EMPTY_HINT)
         self.sources.clear()
         self.flagged.clear()
         self.removed.clear()
@@ -226,16 +280,20 @@ class ReportView(QWidget):
         """Render ``report`` (cheap: UI thread)."""
         self._report = report
         self.title.setText(report.question)
-        lines = [status_text(report.status)] + [f"• {r}" for r in report.status_reasons]
+        self.title.setVisible(True)
+        lines = [headline(report, status_text(report.status))]
+        lines += [f"• {r}" for r in report.status_reasons]
         self.status.setText("\n".join(lines))
+        self.status.setVisible(True)
         self.status.setToolTip(f"Task: {report.task}")
         self.status.setStyleSheet(_status_style(report.status))
         doc_features = (
             QTextDocument.MarkdownFeature.MarkdownDialectGitHub
             | QTextDocument.MarkdownFeature.MarkdownNoHTML
         )
-        markdown = _body(link_citations(report), report) or "*The report is empty.*"
-        self.browser.document().setMarkdown(markdown, doc_features)
+        body = link_flags(_body(link_citations(report), report), report.flagged_claims)
+        self.browser.document().setMarkdown(body or "*The report is empty.*", doc_features)
+        self._mark_flagged_sentences()
 
         self.sources.clear()
         for i, rec in enumerate(report.citations):
@@ -254,7 +312,7 @@ class ReportView(QWidget):
 
         self.flagged.clear()
         for f in report.flagged_claims:
-            item = QListWidgetItem(f"⚠ {_strip_ids(f.sentence)}\n    {f.reason}")
+            item = QListWidgetItem(f"⚠ {plain_claim(f.sentence)}\n    {f.reason}")
             item.setData(ROLE_INDEX, self._index_of(f.evidence_ids))
             self.flagged.addItem(item)
         self.removed.clear()
@@ -266,17 +324,45 @@ class ReportView(QWidget):
         return self._report
 
     def citation_links(self) -> list[tuple[str, str]]:
-        """(visible text, href) of every link in the rendered report, in order (tests, a11y)."""
+        """(visible text, href) of every link in the rendered report, in order (tests, a11y),
+        but the ⚠ markers of flagged claims (:meth:`flag_markers`)."""
         out: list[tuple[str, str]] = []
         block = self.browser.document().begin()
         while block.isValid():
             it = block.begin()
             while not it.atEnd():
                 frag = it.fragment()
-                if frag.isValid() and frag.charFormat().isAnchor():
-                    out.append((frag.text(), frag.charFormat().anchorHref()))
+                href = frag.charFormat().anchorHref() if frag.isValid() else ""
+                if frag.charFormat().isAnchor() and not href.startswith(f"{FLAG_SCHEME}:"):
+                    out.append((frag.text(), href))
                 it += 1
             block = block.next()
+        return out
+
+    def tooltip_at(self, point: QPoint) -> str:
+        """The hover text at ``point`` of the report's viewport: a citation's quote and page, a
+        flag's reason, or "" (tooltips, tests)."""
+        report = self._report
+        if report is None:
+            return ""
+        href = self.browser.anchorAt(point)
+        scheme, _, ref = href.partition(":")
+        if ref.isdigit():
+            i = int(ref)
+            if scheme == CITE_SCHEME and i < len(report.citations):
+                return citation_tooltip(report.citations[i])
+            if scheme == FLAG_SCHEME and i < len(report.flagged_claims):
+                return flag_tooltip(report.flagged_claims[i])
+        return self.browser.cursorForPosition(point).charFormat().toolTip()
+
+    def flag_markers(self) -> list[tuple[int, str]]:
+        """(flagged claim index, the sentence it marks) for each marker in the text, in order."""
+        out = []
+        for href, start, end in self._anchors(FLAG_SCHEME):
+            cursor = QTextCursor(self.browser.document())
+            cursor.setPosition(start)
+            cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+            out.append((int(href.partition(":")[2]), cursor.selectedText().strip()))
         return out
 
     def activate_citation(self, index: int) -> None:
@@ -287,12 +373,55 @@ class ReportView(QWidget):
     # ------------------------------------------------------------------ internals
 
     def _show_checks(self) -> None:
+        self._checks.setVisible(self._report is not None)
         has_flagged = self.flagged.count() > 0
         has_removed = self.removed.count() > 0
         self.flagged_label.setVisible(has_flagged)
         self.flagged.setVisible(has_flagged)
         self.removed_label.setVisible(has_removed)
         self.removed.setVisible(has_removed)
+
+    def _anchors(self, scheme: str) -> list[tuple[str, int, int]]:
+        """(href, sentence start, anchor start) of each ``scheme:`` link, in document order."""
+        out: list[tuple[str, int, int]] = []
+        block = self.browser.document().begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                frag = it.fragment()
+                href = frag.charFormat().anchorHref() if frag.isValid() else ""
+                if href.startswith(f"{scheme}:") and href.partition(":")[2].isdigit():
+                    offset = frag.position() - block.position()
+                    start = block.position() + sentence_start(block.text(), offset)
+                    out.append((href, start, frag.position()))
+                it += 1
+            block = block.next()
+        return out
+
+    def _mark_flagged_sentences(self) -> None:
+        """Tint each flagged sentence (its reason on hover) and colour its ⚠ marker."""
+        report = self._report
+        if report is None:
+            return
+        doc = self.browser.document()
+        for href, start, at in self._anchors(FLAG_SCHEME):
+            i = int(href.partition(":")[2])
+            if i >= len(report.flagged_claims):
+                continue
+            tint = QTextCharFormat()
+            tint.setBackground(QBrush(FLAG_TINT))
+            tint.setToolTip(flag_tooltip(report.flagged_claims[i]))
+            cursor = QTextCursor(doc)
+            cursor.setPosition(start)
+            cursor.setPosition(at, QTextCursor.MoveMode.KeepAnchor)
+            cursor.mergeCharFormat(tint)
+            mark = QTextCharFormat()
+            mark.setForeground(QBrush(FLAG_MARK))
+            mark.setFontUnderline(False)
+            mark.setFontWeight(700)
+            cursor.setPosition(at)
+            cursor.setPosition(at + 1, QTextCursor.MoveMode.KeepAnchor)
+            cursor.mergeCharFormat(mark)
 
     def _index_of(self, evidence_ids: list[str]) -> int:
         if self._report is None:
@@ -304,11 +433,19 @@ class ReportView(QWidget):
         return -1
 
     def _on_anchor(self, url: QUrl) -> None:
-        if url.scheme() == CITE_SCHEME:
+        if url.scheme() in (CITE_SCHEME, FLAG_SCHEME):
             try:
-                self.activate_citation(int(url.path()))
+                index = int(url.path())
             except ValueError:
-                logger.warning("bad citation link %s", url.toString())
+                logger.warning("bad report link %s", url.toString())
+                return
+            if url.scheme() == CITE_SCHEME:
+                self.activate_citation(index)
+            elif 0 <= index < self.flagged.count():
+                item = self.flagged.item(index)
+                self.flagged.setCurrentItem(item)
+                self.flagged.scrollToItem(item)
+                self._on_flagged(item)
         elif url.scheme() in ("http", "https"):
             QDesktopServices.openUrl(url)  # the system browser, on the user's click only
         else:
@@ -328,10 +465,6 @@ def _body(markdown: str, report: Report) -> str:
     heads += ["\n## Flagged claims"] if report.flagged_claims else []
     cuts = [i for head in heads if (i := markdown.rfind(head)) >= 0]
     return markdown[: min(cuts)].rstrip() + "\n" if cuts else markdown
-
-
-def _strip_ids(sentence: str) -> str:
-    return " ".join(re.sub(r"\s*\[ev1:[^\]]*\]", "", sentence).split())
 
 
 def _status_style(status: str) -> str:

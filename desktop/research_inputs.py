@@ -1,4 +1,10 @@
-"""The inputs of a research run: which sources it may read, and the plan it follows.
+"""The inputs of a research run: the question, which sources it may read, and the plan it
+follows.
+
+:class:`QuestionEdit` is the question box: Enter starts the run (the form's one primary
+action), Shift+Enter adds a line. :class:`FoldingSection` folds the sources and options away
+under one line that says what they are set to, so the question and its Start button keep their
+place at the top of a laptop screen.
 
 :class:`SourcePicker` turns the analyst's choice into a ``Boundary``, the hard filter no step of
 the run can widen: the whole library, or the union of ticked documents and collections, plus web
@@ -10,7 +16,7 @@ workers will pursue, their purpose and order — and turns the edited form back 
 and loaded). Fields an analyst does not edit (preferred tools, components, constraints) are kept
 from the plan that was loaded.
 
-Threading: both widgets live on the UI thread and never call ``core``; the research panel loads
+Threading: these widgets live on the UI thread and never call ``core``; the research panel loads
 documents and collections through ``Operations`` and hands them in.
 """
 
@@ -23,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QButtonGroup,
@@ -39,6 +46,7 @@ from PySide6.QtWidgets import (
     QRadioButton,
     QTableWidget,
     QTableWidgetItem,
+    QToolButton,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -61,8 +69,106 @@ ANSWER_SHAPES = {
 }
 
 
+# What the research panel shows until the first run: how to begin.
+INTRO_HTML = (
+    "<h3>How to begin</h3>"
+    "<ol>"
+    "<li>Type a question above and press <b>Enter</b>.</li>"
+    "<li>Sourcebook plans the research, reads passages of your library and writes a report in "
+    "which every claim cites the passage it came from. Each step shows here as it runs.</li>"
+    "<li>In the report, hover a citation <b>[n]</b> to read the quoted words; click it to open "
+    "the page with those words highlighted in the evidence viewer on the right.</li>"
+    "</ol>"
+    "<p><b>Sources and options</b> (above) limit the run to some documents or collections, ask "
+    "you clarifying questions first, or show you the plan before anything is researched.</p>"
+)
+_ENTER_KEYS = (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+
+
+class QuestionEdit(QPlainTextEdit):
+    """The question box: Enter emits ``submitted``; Shift+Enter starts a new line. Three lines
+    high (a longer question scrolls), Tab moves the focus on."""
+
+    submitted = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setTabChangesFocus(True)
+        lines = 3
+        margins = self.contentsMargins()
+        doc_margin = 2 * int(self.document().documentMargin())
+        self.setFixedHeight(
+            self.fontMetrics().lineSpacing() * lines
+            + doc_margin
+            + margins.top()
+            + margins.bottom()
+            + 2 * self.frameWidth()
+        )
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() in _ENTER_KEYS:
+            mods = event.modifiers()
+            if mods & Qt.KeyboardModifier.ShiftModifier:
+                self.insertPlainText("\n")
+                event.accept()
+                return
+            if not mods & ~Qt.KeyboardModifier.KeypadModifier:
+                event.accept()
+                self.submitted.emit()
+                return
+        super().keyPressEvent(event)
+
+
+class FoldingSection(QWidget):
+    """A titled section whose body folds away: a disclosure button ("▸ Title · summary") over
+    the body. Folded by default; :meth:`set_summary` says what the folded body is set to."""
+
+    def __init__(self, title: str, body: QWidget, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._title = title
+        self.body = body
+        self.toggle = QToolButton()
+        self.toggle.setObjectName("fold-toggle")
+        self.toggle.setCheckable(True)
+        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.toggle.setAutoRaise(True)
+        self.toggle.toggled.connect(self.set_expanded)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        lay.addWidget(self.toggle)
+        lay.addWidget(body)
+        self._summary = ""
+        self.set_expanded(False)
+
+    @property
+    def expanded(self) -> bool:
+        return self.toggle.isChecked()
+
+    def set_expanded(self, expanded: bool) -> None:
+        if self.toggle.isChecked() != expanded:
+            self.toggle.setChecked(expanded)  # re-enters through toggled
+            return
+        self.toggle.setArrowType(Qt.ArrowType.DownArrow if expanded else Qt.ArrowType.RightArrow)
+        self.body.setVisible(expanded)
+        self._relabel()
+
+    def set_summary(self, summary: str) -> None:
+        self._summary = summary
+        self._relabel()
+
+    def _relabel(self) -> None:
+        hint = "hide" if self.expanded else "change"
+        self.toggle.setText(f"{self._title}: {self._summary}" if self._summary else self._title)
+        self.toggle.setToolTip(f"{self._title} ({hint})")
+
+
 class SourcePicker(QWidget):
-    """Whole library, or ticked documents and collections; web on/off (see module docstring)."""
+    """Whole library, or ticked documents and collections; web on/off (see module docstring).
+
+    Signal ``changed()`` whenever the choice changes (for a summary of it, :meth:`summary`)."""
+
+    changed = Signal()
 
     def __init__(self, web_enabled: bool, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -109,7 +215,25 @@ class SourcePicker(QWidget):
         lay.addWidget(self.tree)
         lay.addWidget(self.web)
         lay.addWidget(self.web_note)
+        self.all_radio.toggled.connect(lambda _on: self.changed.emit())
+        self.tree.itemChanged.connect(lambda *_a: self.changed.emit())
+        self.web.toggled.connect(lambda _on: self.changed.emit())
         self._sync()
+
+    def summary(self) -> str:
+        """The choice in a few words: "whole library", "2 documents, 1 collection", "+ web"."""
+        web = " + web" if self.web.isEnabled() and self.web.isChecked() else ""
+        if self.all_radio.isChecked():
+            return "whole library" + web
+        ticked = self._ticked()
+        docs = sum(1 for kind, _ in ticked if kind == "doc")
+        cols = len(ticked) - docs
+        parts = [
+            f"{n} {w}{'s' if n != 1 else ''}"
+            for n, w in ((docs, "document"), (cols, "collection"))
+            if n
+        ]
+        return (", ".join(parts) or "nothing ticked yet") + web
 
     def set_items(self, documents: list[Document], collections: list[Collection]) -> None:
         """Fill the lists, keeping what was ticked (by document id / collection name)."""

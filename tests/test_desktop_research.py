@@ -247,6 +247,8 @@ def test_source_picker_boundary_and_web_switch(
 ) -> None:
     panel = _panel(qtbot, make_service(), ops)
     picker = panel.sources
+    assert not picker.isVisible()  # folded away under "Sources and options" until asked for
+    panel.options.set_expanded(True)
     assert picker.boundary() == Boundary()
     assert not picker.web.isEnabled() and picker.web_note.isVisible()
     assert "Settings" in picker.web_note.text()
