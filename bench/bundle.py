@@ -136,22 +136,30 @@ def one_start(command: list[str], display: str, work: Path, idle_s: float) -> di
     }
 
 
-def measure(label: str, command: list[str], display: str, work: Path, runs: int, idle: float):
-    starts = []
+def measure(
+    commands: dict[str, list[str]], display: str, work: Path, runs: int, idle: float
+) -> dict[str, dict[str, object]]:
+    """``runs`` starts of each command, taking turns (so a change in the machine's load while
+    measuring falls on both alike)."""
+    starts: dict[str, list[dict[str, object]]] = {label: [] for label in commands}
     for i in range(runs):
-        r = one_start(command, display, work, idle)
-        say(
-            f"{label} start {i + 1}: usable window in {r['start_s']:.2f} s, idle RSS "
-            f"{int(r['rss']) / 2**20:.0f} MiB{', torch mapped' if r['torch'] else ''}"
-        )
-        starts.append(r)
+        for label, command in commands.items():
+            r = one_start(command, display, work, idle)
+            say(
+                f"{label} start {i + 1}: usable window in {r['start_s']:.2f} s, idle RSS "
+                f"{int(r['rss']) / 2**20:.0f} MiB{', torch mapped' if r['torch'] else ''}"
+            )
+            starts[label].append(r)
     return {
-        "command": " ".join(command),
-        "first_start_s": starts[0]["start_s"],
-        "median_start_s": statistics.median(float(r["start_s"]) for r in starts),
-        "median_idle_rss_mib": round(statistics.median(int(r["rss"]) for r in starts) / 2**20, 1),
-        "torch_mapped": any(r["torch"] for r in starts),
-        "starts": starts,
+        label: {
+            "command": " ".join(commands[label]),
+            "first_start_s": rs[0]["start_s"],
+            "median_start_s": statistics.median(float(r["start_s"]) for r in rs),
+            "median_idle_rss_mib": round(statistics.median(int(r["rss"]) for r in rs) / 2**20, 1),
+            "torch_mapped": any(r["torch"] for r in rs),
+            "starts": rs,
+        }
+        for label, rs in starts.items()
     }
 
 
@@ -175,11 +183,19 @@ def main(argv: list[str] | None = None) -> int:
             tar.extractall(work / "app", filter="tar")
         binary = work / "app" / "sourcebook" / "sourcebook"
         load = os.getloadavg()
+        measured = measure(
+            {"venv": [str(args.venv / "bin" / "sourcebook")], "bundle": [str(binary)]},
+            display,
+            work,
+            args.runs,
+            args.idle,
+        )
         result = {
             "when": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": {
                 "cpus": os.cpu_count(),
-                "loadavg_1_5_15": [round(x, 2) for x in load],
+                "loadavg_1_5_15_before": [round(x, 2) for x in load],
+                "loadavg_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
                 "note": "shared with other agents' builds and tests while measured: timings are "
                 "noisy, compare the two within one run only",
             },
@@ -188,20 +204,13 @@ def main(argv: list[str] | None = None) -> int:
             "before": {
                 "what": "source install: .venv/bin/sourcebook",
                 "venv_bytes": du(args.venv),
-                **measure(
-                    "venv",
-                    [str(args.venv / "bin" / "sourcebook")],
-                    display,
-                    work,
-                    args.runs,
-                    args.idle,
-                ),
+                **measured["venv"],
             },
             "after": {
                 "what": f"PyInstaller one-folder bundle: {tarball.name}",
                 "tarball_bytes": tarball.stat().st_size,
                 "unpacked_bytes": du(work / "app"),
-                **measure("bundle", [str(binary)], display, work, args.runs, args.idle),
+                **measured["bundle"],
             },
         }
     finally:
