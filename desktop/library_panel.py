@@ -128,7 +128,10 @@ class DocumentsModel(QAbstractTableModel):
                 ", ".join(sorted(self._collections.get(doc.doc_id, []))),
             )[col]
         if role == Qt.ItemDataRole.ToolTipRole:
-            return f"{doc.title}\n{doc.source_uri}\n{doc.doc_id} · {status_text(doc)}"
+            return (
+                f"{doc.title}\n{doc.source_uri}\n{doc.page_count or 'no'} pages, "
+                f"{doc.passage_count} passages · {doc.doc_id} · {status_text(doc)}"
+            )
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (1, 2):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -256,12 +259,15 @@ class LibraryPanel(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
         self.table.setAlternatingRowColors(True)
-        self.table.setWordWrap(False)  # one line per document; the tooltip has the full title
-        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        # Titles wrap (a row grows to fit its title) in a column about 300 px wide on a laptop;
+        # the passage count, which an analyst rarely needs, is in the tooltip instead.
+        self.table.setWordWrap(True)
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for c in range(1, len(COLUMNS)):
             header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.setColumnHidden(COLUMNS.index("Passages"), True)
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
         remove_key = QShortcut(QKeySequence(QKeySequence.StandardKey.Delete), self.table)
         remove_key.setContext(Qt.ShortcutContext.WidgetShortcut)
@@ -294,7 +300,7 @@ class LibraryPanel(QWidget):
         buttons = QGridLayout()
         buttons.addWidget(self.add_files_button, 0, 0)
         buttons.addWidget(self.add_folder_button, 0, 1)
-        buttons.addWidget(self.add_web_button, 1, 0, 1, 2)
+        buttons.addWidget(self.add_web_button, 1, 0, 1, 2, Qt.AlignmentFlag.AlignLeft)
         buttons.addWidget(self.remove_button, 1, 3)
         buttons.setColumnStretch(2, 1)
         self.adds = QVBoxLayout()
@@ -574,8 +580,9 @@ class LibraryPanel(QWidget):
         self.results.set_hits(hits, query)
         self.results.setVisible(True)
         top, bottom = self._split.sizes()
-        if top < (top + bottom) // 2 - 20:  # give the results half the panel
-            self._split.setSizes([(top + bottom) // 2, (top + bottom) - (top + bottom) // 2])
+        total = top + bottom
+        if top < total * 3 // 5 - 20:  # the results get most of the panel, the documents the rest
+            self._split.setSizes([total * 3 // 5, total - total * 3 // 5])
         self.search_status.setText(
             f"{len(hits)} result{'s' if len(hits) != 1 else ''} for “{query}”"
             if hits

@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QObject, QSettings, QTimer
+import shiboken6
+from PySide6.QtCore import QByteArray, QEvent, QObject, QSettings, QTimer
 from PySide6.QtWidgets import QSplitter, QWidget
 
 logger = logging.getLogger(__name__)
@@ -48,8 +49,19 @@ class PaneMemory(QObject):
         self._save_timer.timeout.connect(self.save)
 
     def splitters(self) -> dict[str, QSplitter]:
-        """The window's named splitters by name (the main one and those of its panels)."""
-        return {s.objectName(): s for s in self._window.findChildren(QSplitter) if s.objectName()}
+        """The window's named splitters (the main one and those of its panels) by key: the path
+        of names from the window down, so one panel used twice (a report view in the Report
+        and the Ask tabs) keeps two sizes."""
+        found = [s for s in self._window.findChildren(QSplitter) if s.objectName()]
+        return {self._key(s): s for s in found}
+
+    def _key(self, widget: QWidget) -> str:
+        names = []
+        node: QWidget | None = widget
+        while node is not None and node is not self._window:
+            names.append(node.objectName() or type(node).__name__)
+            node = node.parentWidget()
+        return "/".join(reversed(names))
 
     @property
     def restored(self) -> bool:
@@ -61,17 +73,24 @@ class PaneMemory(QObject):
         value = self._settings.value(_GEOMETRY)
         return isinstance(value, QByteArray) and self._window.restoreGeometry(value)
 
-    def restore_panes(self) -> list[str]:
+    def restore_panes(self) -> list[QSplitter]:
         """Restore the saved pane sizes once (call when the window is first shown); returns the
-        names restored. From then on, a pane a user drags is saved shortly after."""
+        splitters restored or waiting to be. A splitter not on screen yet (on another tab)
+        is restored when it is first shown, once its layout gave it its real size. From then
+        on, a pane a user drags is saved shortly after."""
         if self._restored:
             return []
         self._restored = True
-        done = []
+        done: list[QSplitter] = []
         for name, splitter in self.splitters().items():
             value = self._settings.value(f"{_PANES}/{name}")
-            if isinstance(value, QByteArray) and splitter.restoreState(value):
-                done.append(name)
+            if not isinstance(value, QByteArray):
+                continue
+            done.append(splitter)
+            if splitter.isVisible():
+                splitter.restoreState(value)
+            else:
+                _RestoreOnShow(splitter, value)
         self.watch()
         return done
 
@@ -95,3 +114,25 @@ class PaneMemory(QObject):
         self._settings.sync()
         if self._settings.status() != QSettings.Status.NoError:
             logger.warning("could not save the window layout to %s", self.path)
+
+
+class _RestoreOnShow(QObject):
+    """Restores one splitter's state when it is first shown (then deletes itself): after the
+    show's layout pass, when the splitter has its real width or height."""
+
+    def __init__(self, splitter: QSplitter, state: QByteArray) -> None:
+        super().__init__(splitter)
+        self._splitter = splitter
+        self._state = state
+        splitter.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Show and watched is self._splitter:
+            watched.removeEventFilter(self)
+            QTimer.singleShot(0, self._restore)
+        return False
+
+    def _restore(self) -> None:
+        if shiboken6.isValid(self._splitter):
+            self._splitter.restoreState(self._state)
+        self.deleteLater()

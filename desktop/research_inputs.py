@@ -353,6 +353,8 @@ class PlanEditor(QWidget):
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
+        # A question wraps to its column: rows re-fit when the columns change width (<= 5 rows).
+        header.sectionResized.connect(lambda *_a: self.table.resizeRowsToContents())
         self.table.setToolTip(
             "Each question should make sense on its own (repeat names, places and dates). "
             "'Runs after' lists ids of questions whose findings it needs, e.g. q1."

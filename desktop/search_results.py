@@ -100,7 +100,7 @@ def page_label(hit: SearchHit) -> str:
     return str(hit.page_start + 1)
 
 
-def card_html(hit: SearchHit, terms: list[str], muted: str) -> str:
+def card_html(hit: SearchHit, terms: list[str]) -> str:
     """One hit as the HTML its card draws: title, where it is, marked snippet (all escaped)."""
     title = html.escape(hit.title or "Untitled")
     where = []
@@ -111,7 +111,7 @@ def card_html(hit: SearchHit, terms: list[str], muted: str) -> str:
         where.append(html.escape(hit.heading_path[-1]))
     if hit.superseded:
         where.append("older version")
-    meta = f'<div style="color:{muted};">{" · ".join(where)}</div>' if where else ""
+    meta = f"<div><small>{' · '.join(where)}</small></div>" if where else ""
     snippet = mark_terms(whole_words(hit.snippet), terms)
     return f"<div><b>{title}</b></div>{meta}<div>{snippet}</div>"
 
@@ -202,12 +202,11 @@ class SearchResults(QTreeWidget):
     def set_hits(self, hits: list[SearchHit], query: str) -> None:
         self.clear()
         terms = query_terms(query)
-        muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
         for hit in hits:
             snippet = whole_words(hit.snippet)
             item = QTreeWidgetItem([hit.title, page_label(hit), snippet])
             item.setData(0, ROLE_EVIDENCE, hit.evidence_id)
-            item.setData(0, ROLE_HTML, card_html(hit, terms, muted))
+            item.setData(0, ROLE_HTML, card_html(hit, terms))
             page = page_label(hit)
             where = f" · page {page}" if page else ""
             item.setToolTip(0, tooltip_html(f"{hit.title}{where}\n{hit.evidence_id}"))

@@ -131,14 +131,15 @@ def test_pane_sizes_survive_a_restart(
     assert first.splitter.sizes() == wanted and report_split.sizes() == report_wanted
     first.close()  # saves the layout, closes the service
     stored = QSettings(str(app.home / FILE_NAME), QSettings.Format.IniFormat)
-    assert {"panes/main-split", "panes/report-split", "window/geometry"} <= set(stored.allKeys())
+    keys = set(stored.allKeys())
+    assert "window/geometry" in keys and any(k.endswith("main-split") for k in keys)
+    assert sum(k.endswith("ReportView/report-split") for k in keys) == 1  # the Report tab's
 
     service = Sourcebook(app.home, embedder=embedder)
     second = _window(qtbot, service, ops, LAPTOP)
     assert second.splitter.sizes() == wanted
     second.show_report(report)  # a splitter on a tab shown later gets its sizes too
-    qtbot.waitUntil(lambda: min(second.report_view.split.sizes()) > 0)
-    assert second.report_view.split.sizes() == report_wanted
+    qtbot.waitUntil(lambda: second.report_view.split.sizes() == report_wanted, timeout=5000)
     second.close()
 
 
