@@ -1,29 +1,34 @@
 """Screenshots of the desktop app on a real X display, for a reader to judge the window.
 
 Starts a virtual X server (``Xvfb``; ``packaging/system-deps.sh`` installs it, and this script runs
-it when ``Xvfb`` is missing), opens the real app (``desktop.app.build_window``) on a fresh
-temporary home holding the bundled sample library (``resources/samples/``, added through the
-facade before the window opens), and then drives it as an analyst would:
+it when ``Xvfb`` is missing) with a screen of ``--size`` (1366x768 by default, a common laptop;
+``--size all`` runs 1366x768 and 1920x1080), opens the real app (``desktop.app.build_window``)
+filling that screen, as a maximized window, on a fresh temporary home holding the bundled sample
+library (``resources/samples/``, added through the facade before the window opens), and drives it
+as an analyst would:
 
-1. types a question in the research panel, asks to review the plan, and starts;
-2. replaces the planner's plan by one focused research question (``--query``; ``--query ''``
-   keeps the planner's first ``--max-queries`` questions instead) and starts the research;
-3. waits for the verified report, clicks its first citation (a real mouse click on the link);
-4. waits for the evidence viewer to render the cited page with the words highlighted.
+1. the first screen (how to begin);
+2. a library search (``--search``), whose first hit opens in the evidence viewer;
+3. the question typed, the sources and options unfolded, "review the plan" ticked;
+4. Enter: the planner's plan under review;
+5. the plan trimmed to one focused research question (``--query``; ``--query ''`` keeps the
+   planner's first ``--max-queries``), the run, and the research panel as it left it;
+6. the verified report, its first citation clicked (a real mouse click on the link), and the
+   cited page with the words highlighted beside it;
+7. the mouse resting on that citation: its hover card (quote and page).
 
 The model is the real 0.5B starter by default (``--model``, any name ``sourcebook models``
 lists), with small limits so the run takes a few minutes on two cores (1 round, 1 worker,
 3 tool calls per research question); ``--scripted`` replays fixed answers
 (``models.llm.ScriptedLLM``) for a fast, deterministic run through the same panels.
 
-Saves, under ``bench/results/screenshots/`` (``--out``): ``main_window.png`` (the whole window,
-grabbed from the X server), ``report.png``, ``evidence_viewer.png``, plus ``research.png`` (the
-research panel after the run), ``plan.png`` (the planner's draft under review) and
-``screenshots.json`` (what was run and shown). Exit code 0 when every screenshot was taken and a
-citation was shown.
+Saves the whole screen at each step as ``1_start.png`` ... ``7_citation_tooltip.png`` (256-colour
+PNGs of the screen's own colours, to keep them small) and ``screenshots.json`` (what was run and
+shown) under ``bench/results/screenshots/WxH/`` (``--out`` for another folder). Exit code 0 when
+every screenshot was taken, a citation was shown and its hover card appeared.
 
+    .venv/bin/python bench/screenshots.py --scripted --size all   # both sizes, ~1 min each
     .venv/bin/python bench/screenshots.py                 # real 0.5B starter, a few minutes
-    .venv/bin/python bench/screenshots.py --scripted      # scripted models, ~2 min (mostly the add)
     .venv/bin/python bench/screenshots.py --display :0    # use an existing X display
 """
 
@@ -49,10 +54,11 @@ os.environ.setdefault("LANCEDB_LOG", "error")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from PySide6.QtCore import QEventLoop, QPoint, Qt, QTimer  # noqa: E402
-from PySide6.QtGui import QGuiApplication, QPixmap, QTextCursor  # noqa: E402
+import numpy as np  # noqa: E402
+from PySide6.QtCore import QEvent, QEventLoop, QPoint, Qt, QTimer  # noqa: E402
+from PySide6.QtGui import QGuiApplication, QHelpEvent, QImage, QPixmap, QTextCursor  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
-from PySide6.QtWidgets import QWidget  # noqa: E402
+from PySide6.QtWidgets import QApplication, QToolTip, QWidget  # noqa: E402
 
 import desktop.errors  # noqa: E402
 from core.service import Report, Sourcebook  # noqa: E402
@@ -63,7 +69,8 @@ from models.llm import ScriptedLLM  # noqa: E402
 
 OUT = REPO / "bench" / "results" / "screenshots"
 DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
-SCREEN = "1600x1000x24"
+SIZES = ("1366x768", "1920x1080")  # a common laptop screen and a common desktop one
+SEARCH = "probable cause ground loop"
 QUESTION = "Where did the accident of the aircraft N74SR happen, and what caused it?"
 QUERY = "accident location and probable cause of aircraft N74SR"
 SCRIPTED_ANSWER = (  # in the words of the NTSB sample report, so the citation check passes
@@ -81,8 +88,8 @@ def say(text: str) -> None:
 
 
 @contextmanager
-def x_display(display: str | None) -> Iterator[str]:
-    """Use ``display`` as it is, or start a private Xvfb for the duration of the block."""
+def x_display(display: str | None, size: tuple[int, int]) -> Iterator[str]:
+    """Use ``display`` as it is, or start a private Xvfb of ``size`` for the block."""
     if display:
         yield display
         return
@@ -95,9 +102,10 @@ def x_display(display: str | None) -> Iterator[str]:
                 "  -> Install it (Debian/Ubuntu: `sudo packaging/system-deps.sh`), or pass "
                 "--display :0 to use a running X server."
             )
+    screen = f"{size[0]}x{size[1]}x24"
     read_fd, write_fd = os.pipe()
     proc = subprocess.Popen(  # Xvfb picks a free display number and writes it to the pipe
-        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", SCREEN, "-nolisten", "tcp"],
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", screen, "-nolisten", "tcp"],
         pass_fds=(write_fd,),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -108,7 +116,7 @@ def x_display(display: str | None) -> Iterator[str]:
             number = pipe.readline().strip()
         if not number:
             raise SystemExit("screenshots: Xvfb did not start (no display number reported).")
-        say(f"started Xvfb on :{number} ({SCREEN}), pid {proc.pid}")
+        say(f"started Xvfb on :{number} ({screen}), pid {proc.pid}")
         yield f":{number}"
     finally:
         proc.terminate()
@@ -215,12 +223,31 @@ def _passage_with(service: Sourcebook, text: str) -> str:
 # ------------------------------------------------------------------------------ grabbing
 
 
+def frequent_colours(image: QImage, n: int = 256) -> list[int]:
+    """The ``n`` colours covering most pixels: a window is mostly flat colour (backgrounds, the
+    light tints of status lines and highlights), so these keep every area's colour exactly;
+    anti-aliased edges map to the nearest of them."""
+    rgb = image.convertToFormat(QImage.Format.Format_RGB32)
+    pixels = np.frombuffer(rgb.constBits(), dtype=np.uint32, count=rgb.width() * rgb.height())
+    colours, counts = np.unique(pixels, return_counts=True)
+    return [int(c) | 0xFF000000 for c in colours[np.argsort(counts)[::-1][:n]]]
+
+
 def save(pixmap: QPixmap, path: Path, shots: dict[str, Any]) -> None:
-    if pixmap.isNull() or not pixmap.save(str(path)):
+    """Save as a 256-colour PNG of the screen's own most frequent colours: sharp text and true
+    tints at about a quarter of the size of an RGB file."""
+    image = pixmap.toImage()
+    if not image.isNull():
+        image = image.convertToFormat(
+            QImage.Format.Format_Indexed8,
+            frequent_colours(image),
+            Qt.ImageConversionFlag.ThresholdDither,
+        )
+    if pixmap.isNull() or not image.save(str(path), "PNG", 0):
         say(f"could not save {path.name}")
         return
     shots[path.name] = {"width": pixmap.width(), "height": pixmap.height()}
-    say(f"saved {path} ({pixmap.width()}x{pixmap.height()})")
+    say(f"saved {path} ({pixmap.width()}x{pixmap.height()}, {path.stat().st_size // 1024} kB)")
 
 
 def grab_window(window: QWidget) -> QPixmap:
@@ -228,6 +255,12 @@ def grab_window(window: QWidget) -> QPixmap:
     screen = window.screen() or QGuiApplication.primaryScreen()
     pixmap = screen.grabWindow(window.winId()) if screen is not None else QPixmap()
     return pixmap if not pixmap.isNull() else window.grab()
+
+
+def grab_screen(window: QWidget) -> QPixmap:
+    """The whole screen (the window and any tooltip or popup over it)."""
+    screen = window.screen() or QGuiApplication.primaryScreen()
+    return screen.grabWindow(0) if screen is not None else window.grab()
 
 
 def click_first_citation(window: MainWindow) -> str | None:
@@ -261,9 +294,40 @@ def click_first_citation(window: MainWindow) -> str | None:
 # ------------------------------------------------------------------------------ the run
 
 
+def hover_first_citation(window: MainWindow) -> str:
+    """Rest the mouse on the report's first citation (the tooltip event a resting mouse sends);
+    returns the tooltip's text."""
+    browser = window.report_view.browser
+    for text, href in window.report_view.citation_links():
+        if not href.startswith("cite:"):
+            continue
+        doc = browser.document()
+        block = doc.begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                frag = it.fragment()
+                if frag.isValid() and frag.charFormat().anchorHref() == href:
+                    cursor = QTextCursor(doc)
+                    cursor.setPosition(frag.position() + max(frag.length() // 2, 0))
+                    rect = browser.cursorRect(cursor)
+                    point = QPoint(rect.x(), rect.center().y())
+                    viewport = browser.viewport()
+                    QTest.mouseMove(viewport, point)
+                    event = QHelpEvent(QEvent.Type.ToolTip, point, viewport.mapToGlobal(point))
+                    QApplication.sendEvent(viewport, event)
+                    settle(500)
+                    return QToolTip.text() if QToolTip.isVisible() else ""
+                it += 1
+            block = block.next()
+        del text
+    return ""
+
+
 def run(args: argparse.Namespace, out: Path, work: Path) -> dict[str, Any]:
     errors: list[str] = []
     desktop.errors.error_hook = lambda _parent, exc: errors.append(f"{type(exc).__name__}: {exc}")
+    width, height = args.size
     home = work / "home"
     service = Sourcebook(home)
     settings = service.settings.model_copy(deep=True)
@@ -290,34 +354,60 @@ def run(args: argparse.Namespace, out: Path, work: Path) -> dict[str, Any]:
 
     app = create_application([sys.argv[0]])
     window = build_window(service)
+    # The whole screen, as a maximized window on a laptop (Xvfb runs no window manager, so the
+    # window is placed and sized here and has no frame).
+    window.setWindowState(Qt.WindowState.WindowNoState)
+    window.setGeometry(0, 0, width, height)
     window.show()
     window.raise_()
     window.activateWindow()
     panel = window.research_panel
+    library = window.library_panel
     reports: list[Report] = []
     panel.report_ready.connect(reports.append)
     run_until(
-        lambda: len(window.library_panel.documents) == len(samples) and not window.ops.running,
+        lambda: len(library.documents) == len(samples) and not window.ops.running,
         120,
         "the library to load",
     )
+    shots: dict[str, Any] = {}
 
-    # 1. the question, with the plan to review first
+    def shot(name: str, *, screen: bool = False) -> None:
+        settle()
+        save(grab_screen(window) if screen else grab_window(window), out / f"{name}.png", shots)
+
+    # 1. the first screen: how to begin
+    window.new_research()
+    shot("1_start")
+
+    # 2. a library search; the first hit opens in the evidence viewer
+    viewer = window.viewer
+    library.search_box.setFocus()
+    QTest.keyClicks(library.search_box, args.search)
+    library.run_search()
+    run_until(lambda: library.results.topLevelItemCount() > 0, 60, "search results")
+    first = library.results.topLevelItem(0)
+    if first is not None:
+        library.results.itemActivated.emit(first, 0)
+        run_until(lambda: viewer.mode != "empty" and not viewer.busy, 60, "the hit's page")
+        run_until(lambda: not window.ops.running, 30)
+    shot("2_search")
+
+    # 3. the question, with the sources and options unfolded and the plan to review first
     window.new_research()
     QTest.keyClicks(panel.question, args.question)
+    panel.options.set_expanded(True)
     panel.plan_check.setChecked(True)
-    QTest.mouseClick(panel.start_btn, Qt.MouseButton.LeftButton)
+    shot("3_options")
+    QTest.keyClick(panel.question, Qt.Key.Key_Return)  # Enter starts
     say(f"asked: {args.question}")
     if not run_until(lambda: panel.phase == "planning", args.timeout, "the plan"):
         raise SystemExit("screenshots: no plan to review")
     planned = panel.plan_editor.plan()
     say(f"the planner proposed {len(planned.queries)} research question(s)")
+    shot("4_plan")
 
-    settle()
-    shots: dict[str, Any] = {}
-    save(panel.grab(), out / "plan.png", shots)
-
-    # 2. a short plan, as an analyst trimming it would: one focused question (--query), or the
+    # a short plan, as an analyst trimming it would: one focused question (--query), or the
     # planner's first --max-queries; each question is one worker, so this bounds the run's time
     if args.query:
         panel.plan_editor.set_plan(starter_plan(args.question, []))
@@ -344,16 +434,14 @@ def run(args: argparse.Namespace, out: Path, work: Path) -> dict[str, Any]:
     say(f"report: {report.status}, {len(report.citations)} citation(s), {run_s:.0f} s")
     run_until(lambda: not window.ops.running, 30)
 
-    # the research panel as the run left it (then back to the report)
+    # 5. the research panel as the run left it (then back to the report)
     window.centre.setCurrentWidget(panel)
-    settle()
-    save(panel.grab(), out / "research.png", shots)
+    shot("5_research")
     window.centre.setCurrentWidget(window.report_view)
     settle()
 
-    # 3. click the first citation; 4. the cited page with the highlight
+    # 6. click the first citation: the cited page with the words highlighted beside the report
     href = click_first_citation(window)
-    viewer = window.viewer
     shown = False
     if href is None:
         say("the report has no citation link to click")
@@ -366,14 +454,22 @@ def run(args: argparse.Namespace, out: Path, work: Path) -> dict[str, Any]:
         )
         run_until(lambda: not window.ops.running and not viewer.busy, 30)
     settle(800)
-    save(grab_window(window), out / "main_window.png", shots)
-    save(window.report_view.grab(), out / "report.png", shots)
-    save(viewer.grab(), out / "evidence_viewer.png", shots)
+    QTest.mouseMove(window.statusBar(), QPoint(5, 5))  # no tooltip over the report yet
+    QToolTip.hideText()
+    shot("6_report")
+
+    # 7. a citation's hover card (a tooltip is its own window: grab the screen)
+    tooltip = hover_first_citation(window)
+    shot("7_citation_tooltip", screen=True)
+    QToolTip.hideText()
 
     result = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "model": "scripted" if args.scripted else args.model,
+        "size": f"{width}x{height}",
         "question": args.question,
+        "search": args.search,
+        "search_hits": library.results.topLevelItemCount(),
         "planner_queries": [q.query for q in planned.queries],
         "researched_queries": [q.query for q in kept.queries],
         "library_add_s": round(add_s, 1),
@@ -382,6 +478,7 @@ def run(args: argparse.Namespace, out: Path, work: Path) -> dict[str, Any]:
         "status_reasons": report.status_reasons,
         "citations": len(report.citations),
         "clicked": href,
+        "citation_tooltip": tooltip,
         "viewer": {
             "evidence_id": viewer.evidence_id,
             "mode": viewer.mode,
@@ -389,10 +486,11 @@ def run(args: argparse.Namespace, out: Path, work: Path) -> dict[str, Any]:
             "highlight_rects": len(viewer.highlight_rects()),
         },
         "window_size": [window.width(), window.height()],
+        "pane_sizes": window.splitter.sizes(),
         "platform": QGuiApplication.platformName(),
         "screenshots": shots,
         "errors": errors,
-        "ok": shown and len(shots) == 5,
+        "ok": shown and bool(tooltip) and len(shots) == 7,
     }
     window.close()
     shutdown_operations(window.ops)
@@ -401,11 +499,28 @@ def run(args: argparse.Namespace, out: Path, work: Path) -> dict[str, Any]:
     return result
 
 
-def main() -> int:
+def parse_size(text: str) -> tuple[int, int]:
+    try:
+        width, height = (int(n) for n in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT, e.g. 1366x768") from None
+    if width < 800 or height < 600:
+        raise argparse.ArgumentTypeError("the window needs at least 800x600")
+    return width, height
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=DEFAULT_MODEL, help="Model for every role.")
     ap.add_argument("--scripted", action="store_true", help="Scripted models (fast, fixed).")
+    ap.add_argument(
+        "--size",
+        default=SIZES[0],
+        help=f"Screen and window size WxH (default {SIZES[0]}); 'all' runs {', '.join(SIZES)}.",
+    )
     ap.add_argument("--question", default=QUESTION, help="The question asked.")
+    ap.add_argument("--search", default=SEARCH, help="The library search shown.")
     ap.add_argument(
         "--query",
         default=QUERY,
@@ -418,11 +533,21 @@ def main() -> int:
     ap.add_argument("--tool-calls", type=int, default=3, help="Tool calls per researcher.")
     ap.add_argument("--timeout", type=float, default=1500, help="Seconds allowed per model step.")
     ap.add_argument("--display", help="An existing X display (default: start a private Xvfb).")
-    ap.add_argument("--out", type=Path, default=OUT, help="Folder for the PNGs.")
-    args = ap.parse_args()
-    out: Path = args.out
+    ap.add_argument("--out", type=Path, default=OUT, help="Folder for the size folders.")
+    args = ap.parse_args(argv)
+    if args.size == "all":
+        # One process per size: the X display (and its screen size) is fixed per QApplication.
+        rest = [a for i, a in enumerate(argv) if a != "--size" and argv[i - 1 : i] != ["--size"]]
+        rest = [a for a in rest if not a.startswith("--size=")]
+        codes = [_run_child(rest, size) for size in SIZES]
+        return max(codes)
+    try:
+        args.size = parse_size(args.size)
+    except argparse.ArgumentTypeError as exc:
+        ap.error(str(exc))
+    out: Path = args.out / f"{args.size[0]}x{args.size[1]}"
     out.mkdir(parents=True, exist_ok=True)
-    with x_display(args.display) as display, tempfile.TemporaryDirectory() as tmp:
+    with x_display(args.display, args.size) as display, tempfile.TemporaryDirectory() as tmp:
         os.environ["DISPLAY"] = display
         os.environ["QT_QPA_PLATFORM"] = "xcb"  # a real X server, not the offscreen platform
         result = run(args, out, Path(tmp))
@@ -430,6 +555,11 @@ def main() -> int:
     print(json.dumps(result, indent=2))
     say(f"saved {out / 'screenshots.json'}")
     return 0 if result["ok"] else 1
+
+
+def _run_child(args: list[str], size: str) -> int:
+    say(f"--- {size}")
+    return subprocess.run([sys.executable, __file__, *args, "--size", size], check=False).returncode
 
 
 if __name__ == "__main__":
