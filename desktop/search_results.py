@@ -131,26 +131,41 @@ def _document(html_text: str, width: int, font: QFont) -> QTextDocument:
 
 
 class HitDelegate(QStyledItemDelegate):
-    """Draws a hit's card (``ROLE_HTML``) wrapped to the column's width, selection-aware."""
+    """Draws a hit's card (``ROLE_HTML``) wrapped to the column's width, selection-aware.
+
+    A card's laid-out text document is kept (by its HTML and width) and serves both its size
+    and its painting: laying out rich text is the costly part, and a view asks for both many
+    times (each repaint, each scroll)."""
+
+    CACHE = 200  # documents kept: a search shows 20 hits, a few widths
 
     def __init__(self, view: QTreeWidget) -> None:
         super().__init__(view)
         self._view = view
-        self._heights: dict[tuple[str, int], int] = {}
+        self._docs: dict[tuple[str, int], QTextDocument] = {}
 
     def _width(self, option: QStyleOptionViewItem) -> int:
         width = self._view.columnWidth(0) or option.rect.width()
         return int(width) - 2 * PAD
 
+    def _doc(self, index: _Index, width: int, font: QFont) -> QTextDocument:
+        text = str(index.data(ROLE_HTML) or "")
+        key = (text, width)
+        doc = self._docs.get(key)
+        if doc is None:
+            if len(self._docs) >= self.CACHE:
+                self._docs.clear()
+            doc = self._docs[key] = _document(text, width, font)
+        return doc
+
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
         opt = QStyleOptionViewItem(option)
         self.initStyleOption(opt, index)
-        text = str(index.data(ROLE_HTML) or "")
         opt.text = ""
         style = self._view.style() or QApplication.style()
         style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, self._view)
         rect = opt.rect
-        doc = _document(text, rect.width() - 2 * PAD, opt.font)
+        doc = self._doc(index, self._width(option), opt.font)
         ctx = QAbstractTextDocumentLayout.PaintContext()
         palette = opt.palette
         selected = bool(opt.state & QStyle.StateFlag.State_Selected)
@@ -163,17 +178,9 @@ class HitDelegate(QStyledItemDelegate):
         painter.restore()
 
     def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
-        text = str(index.data(ROLE_HTML) or "")
         width = self._width(option)
-        key = (text, width)
-        height = self._heights.get(key)
-        if height is None:
-            if len(self._heights) > 500:
-                self._heights.clear()
-            doc = _document(text, width, option.font)
-            height = int(doc.size().height()) + 2 * PAD
-            self._heights[key] = height
-        return QSize(width + 2 * PAD, height)
+        doc = self._doc(index, width, option.font)
+        return QSize(width + 2 * PAD, int(doc.size().height()) + 2 * PAD)
 
 
 class SearchResults(QTreeWidget):
