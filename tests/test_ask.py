@@ -298,3 +298,71 @@ def test_ask_cli_streams_then_prints_the_checked_answer(
     assert re.search(r"^cli\s+answered\s+ask: ", listing, re.MULTILINE)
     assert "cli/turn-" not in listing
     assert main(["--home", home, "ask", "--conversation", "nosuch"]) == 3
+
+
+@pytest.mark.real_model
+@pytest.mark.slow
+def test_real_model_conversation_of_two_turns(
+    tmp_path: Any, embedder: Any, fast_model_path: Any
+) -> None:
+    """Two turns with the real 0.5B starter on a real PDF. What a correct pipeline guarantees on
+    any build, whatever words greedy decoding takes: every citation kept was shown to the model
+    and fetched in its turn, page-exact; the status agrees with the checks (no verified
+    citation or a withheld answer: insufficient evidence; answered: nothing flagged or
+    removed); the follow-up read the first turn as the conversation so far."""
+    from pathlib import Path
+
+    from graph.ids import parse_evidence_id
+    from models.llamacpp import LlamaCppLLM
+
+    samples = Path(__file__).resolve().parent.parent / "resources" / "samples"
+    llm = LlamaCppLLM(fast_model_path, n_ctx=4096, n_threads=2, seed=7)
+    app = Sourcebook(tmp_path / "home", embedder=embedder)
+    try:
+        assert not app.add([samples / "20080102X00005.pdf"]).failed
+        limits = ResearchLimits(writer_max_tokens=200)
+        questions = [
+            "Where did the accident of the aircraft N74SR happen?",
+            "What damage did the airplane sustain?",
+        ]
+        streamed: list[str] = []
+        for question in questions:
+            streamed.clear()
+            report = app.ask(
+                question,
+                conversation="real",
+                models={"default": llm},
+                limits=limits,
+                on_token=streamed.append,
+            )
+            turn = app.conversation("real").turns[-1]
+            assert turn.question == question and turn.report == report
+            assert streamed or not turn.read  # the answer was streamed as it was written
+            fetched = _fetched(app, report.task)
+            assert set(turn.read) <= fetched and turn.read
+            for c in report.citations:
+                pid, _ = parse_evidence_id(c.evidence_id)
+                assert pid in fetched  # read in this turn
+                assert pid in turn.labels.values()  # shown to the model in this conversation
+                ev = app.evidence(c.evidence_id)
+                assert ev.text == c.quote and c.pages == ev.pages and c.pages  # page-exact
+                assert f"[{c.number}]" in report.markdown
+            body = report.markdown.split("## Flagged claims")[0].split("## Sources")[0]
+            assert "[E" not in body and "ev1:" not in body  # labels all resolved or removed
+            if not report.citations or body.startswith(WITHHELD_ANSWER):
+                assert report.status == "insufficient_evidence", report.status_reasons
+            if report.status == "answered":
+                assert not report.flagged_claims and not report.removed_citations
+            if turn.answer:  # asserted: an answer line its checks let stand
+                assert report.markdown.startswith("**Answer:**")
+                assert report.status != "insufficient_evidence"
+                assert "⚠" not in report.markdown.splitlines()[0]
+        conv = app.conversation("real")
+        assert [t.question for t in conv.turns] == questions
+        assert conv.turns[1].prompt != conv.turns[0].prompt
+        _info, spans = app.task("real/turn-2")
+        assert any(s.kind == "model" and s.prompt_tokens for s in spans)
+        assert app.report("real").markdown.count("## ") >= 2  # both questions, one report
+    finally:
+        app.close()
+        llm.close()

@@ -76,7 +76,8 @@ logger = logging.getLogger(__name__)
 
 ROLE = "writer"  # Ask writes the answer: the writer's model (the default's when none is set)
 ASK_SENTENCES = 10  # sentences shown, across the passages
-ASK_MAX_TOKENS = 320  # an answer line and up to three sentences
+ASK_MAX_TOKENS = 200  # an answer line and up to three short sentences
+ASK_MAX_LINES = 4  # ... on their own lines; a fifth is cut (a small model pasting passages)
 #: What the next turns read as the answer of a turn whose answer was not asserted: the model
 #: must not build on an answer the checks rejected.
 NO_ANSWER_REPLY = "The passages given did not establish an answer to that question."
@@ -240,7 +241,7 @@ def answer_turn(
     with ctx.log.span(ctx.task, ctx.run, "stage", "answer"):
         budget = answer_budget(ctx.model(ROLE), ASK_MAX_TOKENS)
         text, _ = ctx.model_text(
-            ROLE, "answer", messages, max_tokens=budget, stream_to=on_token, stop_at=repeat_cut
+            ROLE, "answer", messages, max_tokens=budget, stream_to=on_token, stop_at=_stop_at
         )
     draft = bracket_labels(answer_draft(text), labels)
     quoted = {k: got.text for k, v in labels.items() if (got := ctx.fetched.get(v)) is not None}
@@ -316,6 +317,17 @@ def _messages(llm: LLM, conv: Conversation, question: str, block: str) -> list[C
         except ModelError:
             turns = turns[1:]
     return fit_messages(llm, "ask", values, {"passages": "head"}, budget)
+
+
+def _stop_at(text: str) -> int | None:
+    """Where the answer should end: where it starts repeating itself, or where a line past
+    :data:`ASK_MAX_LINES` begins."""
+    cut = repeat_cut(text)
+    starts = [m.end() for m in re.finditer(r"\n\s*(?=\S)", text.lstrip())]
+    if len(starts) >= ASK_MAX_LINES:
+        at = len(text) - len(text.lstrip()) + starts[ASK_MAX_LINES - 1]
+        cut = at if cut is None else min(cut, at)
+    return cut
 
 
 def answer_draft(text: str) -> str:
