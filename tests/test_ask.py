@@ -366,3 +366,38 @@ def test_real_model_conversation_of_two_turns(
     finally:
         app.close()
         llm.close()
+
+
+def test_eval_mode_ask_scores_ask_with_the_same_metrics(
+    tmp_path: Any, embedder: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from test_eval import SETTINGS, _cli, _musique_files
+
+    questions, corpus = _musique_files(tmp_path)
+    writer = PassageLLM(
+        ["Glimmerhaven [{capital is the river port}]\nThe Baz River flows through Quxland [{Baz}]."]
+    )
+    app = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
+    out = tmp_path / "ask.json"
+    argv = ["eval", str(questions), "--corpus", str(corpus), "--library", str(tmp_path / "lib")]
+    try:
+        code = _cli(
+            app,
+            [*argv, "--only", "2hop__2", "--mode", "ask", "--out", str(out)],
+            {"default": writer},
+        )
+        printed = capsys.readouterr()
+        assert code == 0, printed.err
+    finally:
+        app.close()
+    data = json.loads(out.read_text())
+    (q,) = data["questions"]
+    assert data["mode"] == "ask" and "answered by Ask" in printed.out
+    assert q["task"] == "eval-scripted-ask-2hop__2/turn-1"  # a series of its own; the turn
+    assert q["status"] == "answered" and q["answer"]["first"] == "Glimmerhaven."
+    assert q["fetched_recall"] == 1.0 and q["invalid_citations"] == 0
+    assert q["citation_precision"] == 1.0 and q["citation_recall"] == 1.0
+    assert q["trust"]["asserted"] and q["trust"]["right"] and q["seconds"] > 0
+    assert [c.kind for c in writer.history].count("stream") == 1
