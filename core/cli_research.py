@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import re
 import shutil
@@ -21,7 +22,7 @@ from typing import Any
 
 from core.errors import ConfigError, ModelError
 from core.eval_metrics import shareable
-from core.export import FORMATS, ExportFormat, export_report
+from core.export import BINARY_FORMATS, FORMATS, ExportFormat, format_for
 from core.research.pipeline import STAGES
 from core.research.schemas import ROLES, Boundary, ResearchPlan, RunEvent
 from core.service import Sourcebook
@@ -37,7 +38,13 @@ REPLAY_STAGES = ("writing", "citations")
 
 def add_parsers(sub: Any) -> dict[str, Handler]:
     r = sub.add_parser("research", help="Research a question in the library; print a cited report.")
-    r.add_argument("question")
+    r.add_argument("question", nargs="?")
+    r.add_argument(
+        "--from-conversation",
+        metavar="NAME",
+        help="Research the current question of this Ask conversation, inside its sources, "
+        "starting from the passages it read (instead of QUESTION).",
+    )
     r.add_argument("--doc", action="append", default=[], help="Only this document (repeat).")
     r.add_argument("--collection", action="append", default=[], help="Only this collection.")
     r.add_argument("--web", action="store_true", help="Allow web sources (off by default).")
@@ -65,10 +72,20 @@ def add_parsers(sub: Any) -> dict[str, Handler]:
     t.add_argument("name", nargs="?")
     t.add_argument("--json", action="store_true")
 
-    e = sub.add_parser("export", help="Export a task's report: md, html, pdf or json.")
+    e = sub.add_parser(
+        "export",
+        help="Export a task's report: md, html, pdf, docx, json (provenance), bib (BibTeX) or "
+        "csl (CSL-JSON).",
+    )
     e.add_argument("task")
-    e.add_argument("--format", choices=FORMATS, default="md")
-    e.add_argument("--out", type=Path, help="Write to this file (default: stdout; pdf needs it).")
+    e.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="Default: by the --out suffix (.md .html .pdf .docx .json .bib .csl.json), else md.",
+    )
+    e.add_argument(
+        "--out", type=Path, help="Write to this file (default: stdout; pdf and docx need it)."
+    )
 
     v = sub.add_parser(
         "eval",
@@ -136,6 +153,13 @@ def add_parsers(sub: Any) -> dict[str, Handler]:
         metavar="STAGE",
         help="Switch a research stage off for these runs (repeat): " + ", ".join(STAGES) + ".",
     )
+    v.add_argument(
+        "--mode",
+        choices=["research", "ask"],
+        default="research",
+        help="Answer each question by a full research run (default) or by Ask (one search, "
+        "one model call, the same checks); its runs are a series of their own.",
+    )
     v.add_argument("--quiet", action="store_true", help="No run progress on stderr.")
 
     rs = sub.add_parser(
@@ -172,16 +196,17 @@ def build_models(app: Sourcebook, args: argparse.Namespace) -> Mapping[str, LLM]
 
 
 def _fmt_for(path: Path, fmt: str | None) -> ExportFormat:
-    chosen = fmt or path.suffix.lstrip(".").lower()
-    chosen = {"markdown": "md", "htm": "html"}.get(chosen, chosen)
-    if chosen not in FORMATS:
+    chosen = format_for(path, fmt)
+    if chosen is None:
         raise ConfigError(
-            f"Cannot tell the format of {path}.", hint="Pass --format md|html|pdf|json."
+            f"Cannot tell the format of {path}.", hint=f"Pass --format {'|'.join(FORMATS)}."
         )
     return chosen
 
 
 def cmd_research(app: Sourcebook, args: argparse.Namespace) -> int:
+    if not args.question and not args.from_conversation:
+        raise ConfigError("What is the question?", hint='Use `sourcebook research "question"`.')
     boundary = Boundary(doc_refs=tuple(args.doc), collections=tuple(args.collection), web=args.web)
     plan = None
     if args.plan_file:
@@ -191,7 +216,7 @@ def cmd_research(app: Sourcebook, args: argparse.Namespace) -> int:
             raise ConfigError(f"Cannot use the plan file {args.plan_file}: {exc}") from exc
     models = build_models(app, args)
     try:
-        if args.clarify and not args.answer:
+        if args.clarify and not args.answer and not args.from_conversation:
             questions = app.clarify(args.question, models=models, boundary=boundary)
             if questions:
                 print('Before researching, please answer (rerun with --answer "..."):')
@@ -213,14 +238,21 @@ def cmd_research(app: Sourcebook, args: argparse.Namespace) -> int:
                 streamed.append(tok)
                 print(tok, end="", file=sys.stderr, flush=True)
 
-        report = app.research(
-            args.question,
+        research = (
+            functools.partial(app.research_from_conversation, args.from_conversation)
+            if args.from_conversation
+            else functools.partial(
+                app.research,
+                args.question,
+                task=args.task,
+                boundary=boundary,
+                answers=args.answer,
+                plan=plan,
+                route=args.route,
+            )
+        )
+        report = research(
             models=models,
-            task=args.task,
-            boundary=boundary,
-            answers=args.answer,
-            plan=plan,
-            route=args.route,
             fresh=args.fresh,
             limits=app.research_limits(trail=True) if args.trail else None,
             on_event=on_event,
@@ -237,7 +269,7 @@ def cmd_research(app: Sourcebook, args: argparse.Namespace) -> int:
     for reason in report.status_reasons:
         print(f"  - {reason}")
     if args.out:
-        args.out.write_bytes(export_report(report, _fmt_for(args.out, args.format)))
+        app.export_report(report, _fmt_for(args.out, args.format), args.out)
         print(f"wrote {args.out}")
     return EXIT_OK if report.status == "answered" else EXIT_PARTIAL
 
@@ -280,16 +312,17 @@ def cmd_tasks(app: Sourcebook, args: argparse.Namespace) -> int:
                 holder = log.lease_holder(t.name)
                 alive = holder is not None and not holder.stale(now)
                 status = f"running (pid {holder.pid})" if alive and holder else "interrupted"
-            print(f"{t.name:<40} {status:<22} {t.question[:60]}")
+            asked = "ask: " if t.params.get("kind") == "conversation" else ""
+            print(f"{t.name:<40} {status:<22} {asked}{t.question[:60]}")
     finally:
         log.close()
     return EXIT_OK
 
 
 def cmd_export(app: Sourcebook, args: argparse.Namespace) -> int:
-    fmt: ExportFormat = args.format
-    if args.out is None and fmt == "pdf":
-        raise ConfigError("A PDF needs a file.", hint="Pass --out FILE.pdf.")
+    fmt: ExportFormat = args.format or (_fmt_for(args.out, None) if args.out else "md")
+    if args.out is None and fmt in BINARY_FORMATS:
+        raise ConfigError(f"A {fmt} export needs a file.", hint=f"Pass --out FILE.{fmt}.")
     data = app.export(args.task, fmt, args.out)
     if args.out is None:
         sys.stdout.write(data.decode("utf-8"))
@@ -364,7 +397,9 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
             dataset,
             models,
             ks=ks,
-            task_prefix=_series(model, args.tag, args.own_docs),
+            task_prefix=_series(
+                model, f"{args.tag} ask" if args.mode == "ask" else args.tag, args.own_docs
+            ),
             corpus=args.corpus,
             own_docs=args.own_docs,
             on_event=None if args.quiet else _eval_progress,
@@ -373,6 +408,7 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
                 None if args.replay is None else _series(model, args.replay, args.own_docs)
             ),
             replay_from=args.replay_from,
+            mode=args.mode,
         )
 
         def on_result(i: int, r: ev.QuestionResult, so_far: ev.EvalResult) -> None:
@@ -477,6 +513,8 @@ def format_eval(result: Any) -> str:
         + f"{'page':>6}{'inv':>4}{'ans':>6}{'sup':>7}{'sec':>7}"
     )
     scope = ", each within its own filing" if result.scope == "own-docs" else ""
+    if result.mode == "ask":
+        scope += ", answered by Ask"
     lines = [
         f"{s.dataset}: {s.questions} question(s), model {s.model}{scope}",
         head,

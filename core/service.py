@@ -19,9 +19,12 @@ from typing import Literal
 
 from core.errors import NotFoundError, translate_errors
 from core.export import ExportFormat, export_report
+from core.export_refs import SourceInfo
 from core.library import AddProgress, Evidence, Library, LibraryChanges, ProgressFn
 from core.render import RenderedPage
 from core.research import ResearchRequest, clarify_questions, draft_plan, run_research
+from core.research.ask import AskRequest, ask_question
+from core.research.conversation import AskTurn, Conversation, is_turn, seed_notes
 from core.research.schemas import (
     Boundary,
     CitationRecord,
@@ -34,6 +37,7 @@ from core.research.schemas import (
 )
 from core.settings import Settings, default_home, load_settings, models_cache_dir, save_settings
 from core.tasks import TaskInfo, TaskLog, TaskSpan
+from core.text import STOP_WORDS
 from core.vectors import ReembedResult
 from graph.schemas import Collection, Document, SearchHit, Word
 from models.discovery import ModelEntry
@@ -43,12 +47,15 @@ from models.llm import LLM
 logger = logging.getLogger(__name__)
 
 # The schemas the facade hands out, importable from here by the desktop (which may not import
-# graph/ or models/ itself).
+# graph/ or models/ itself), and the function words a view skips when it marks a query's words.
 __all__ = [
+    "STOP_WORDS",
     "AddProgress",
+    "AskTurn",
     "Boundary",
     "CitationRecord",
     "Collection",
+    "Conversation",
     "Document",
     "Evidence",
     "ExportFormat",
@@ -315,6 +322,97 @@ class Sourcebook:
         finally:
             log.close()
 
+    def ask(
+        self,
+        question: str,
+        *,
+        conversation: str | None = None,
+        models: Mapping[str, LLM] | None = None,
+        boundary: Boundary | None = None,
+        limits: ResearchLimits | None = None,
+        fresh: bool = False,
+        cancel: threading.Event | None = None,
+        on_event: Callable[[RunEvent], None] | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> Report:
+        """One question of an Ask conversation (``conversation`` names it; default: a new one
+        named from the question): one search, one model call streamed to ``on_token``, the
+        checks of a research run. ``boundary`` None keeps the conversation's sources. Asking
+        a conversation's last question again returns its answer (``fresh`` asks anew); one
+        that was interrupted resumes. See :mod:`core.research.ask`."""
+        models = models if models is not None else self.role_models()
+        req = AskRequest(
+            question=question,
+            conversation=conversation,
+            boundary=boundary,
+            limits=limits or self.research_limits(),
+            fresh=fresh,
+        )
+        log = self.task_log()
+        try:
+            return ask_question(
+                self.library, log, models, req, cancel=cancel, on_event=on_event, on_token=on_token
+            )
+        finally:
+            log.close()
+
+    def conversation(self, name: str) -> Conversation:
+        """Conversation ``name``: its finished turns, an interrupted one, its sources
+        (``NotFoundError`` if there is none)."""
+        log = self.task_log()
+        try:
+            conv = Conversation.load(log, name)
+        finally:
+            log.close()
+        if not conv.exists:
+            raise NotFoundError(
+                f"No conversation called {name!r}.", hint="Run `sourcebook tasks` to list them."
+            )
+        return conv
+
+    def research_from_conversation(
+        self,
+        name: str,
+        *,
+        models: Mapping[str, LLM] | None = None,
+        limits: ResearchLimits | None = None,
+        fresh: bool = False,
+        cancel: threading.Event | None = None,
+        on_event: Callable[[RunEvent], None] | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> Report:
+        """Research this: a full research run on the conversation's current question, inside
+        its sources, starting from the passages it read (citable from the start) and its
+        asserted answers. Its task is ``NAME/research-N`` (N: the turns so far), so running it
+        again resumes it."""
+        conv = self.conversation(name)
+        if conv.last is None:
+            raise NotFoundError(
+                f"Conversation {name!r} has no answered question yet.",
+                hint="Ask a question first.",
+            )
+        request = ResearchRequest(
+            question=conv.last.question,
+            task=f"{name}/research-{len(conv.turns)}",
+            boundary=conv.boundary or Boundary(),
+            limits=limits or self.research_limits(),
+            fresh=fresh,
+            seed=seed_notes(conv),
+        )
+        log = self.task_log()
+        try:
+            return run_research(
+                self.library,
+                log,
+                models if models is not None else self.role_models(),
+                request,
+                cancel=cancel,
+                on_event=on_event,
+                on_token=on_token,
+            )
+        finally:
+            log.close()
+
     def clarify(
         self,
         question: str,
@@ -350,9 +448,11 @@ class Sourcebook:
             return draft_plan(self.library, models, req, Path(scratch))
 
     def tasks(self) -> list[TaskInfo]:
+        """Research tasks and conversations, latest first (a conversation's turns are its own
+        tasks, listed by :meth:`conversation`, not here)."""
         log = self.task_log()
         try:
-            return log.list_tasks()
+            return [t for t in log.list_tasks() if not is_turn(t.params)]
         finally:
             log.close()
 
@@ -377,11 +477,31 @@ class Sourcebook:
         return Report.model_validate(info.report)
 
     def export(self, name: str, fmt: ExportFormat, out: Path | None = None) -> bytes:
-        """The task's report as md, html, pdf or json bytes; also written to ``out`` if given."""
-        data = export_report(self.report(name), fmt)
+        """The task's report as ``fmt`` bytes (see ``core.export.FORMATS``); also written to
+        ``out`` if given."""
+        return self.export_report(self.report(name), fmt, out)
+
+    def export_report(self, report: Report, fmt: ExportFormat, out: Path | None = None) -> bytes:
+        """``report`` exported with what the library knows: page pictures of the cited words
+        (html, pdf, docx) and the documents' years and dates (bib, csl). Slow: a worker."""
+        data = export_report(
+            report, fmt, render_page=self.render_page, source_info=self.source_info
+        )
         if out is not None:
             out.write_bytes(data)
         return data
+
+    def source_info(self, doc_id: str) -> SourceInfo | None:
+        """What a reference entry needs beyond the citation: the document's kind, the year its
+        own metadata gives (if its bytes are at hand) and when it was added; ``None`` when the
+        library no longer has it."""
+        from core.export_refs import source_info_of
+
+        try:
+            doc = self.document(doc_id)
+        except NotFoundError:
+            return None
+        return source_info_of(doc.kind, doc.added_at, self.source_path(doc.doc_id))
 
     # desktop support (added for the desktop app: page rendering, original files) ---------
     # Read-only helpers; like the other reads they are safe from any thread, and slow ones

@@ -19,7 +19,14 @@ from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QDragEnterEvent,
+    QDropEvent,
+    QKeySequence,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
@@ -32,6 +39,7 @@ from PySide6.QtWidgets import (
 
 from core.errors import CancelledError
 from core.service import Document, LibraryChanges, Report, Settings, Sourcebook
+from desktop.ask_panel import AskPanel
 from desktop.errors import guarded, show_error
 from desktop.evidence_viewer import CitationLike, EvidenceViewer
 from desktop.export_actions import export_report_interactive
@@ -39,6 +47,7 @@ from desktop.first_run import FirstRunScreen
 from desktop.history_panel import HistoryPanel
 from desktop.library_panel import LibraryPanel
 from desktop.operations import Operations, OpHandle
+from desktop.pane_memory import PaneMemory
 from desktop.report_view import ReportView
 from desktop.research_panel import ResearchPanel
 from desktop.settings_dialog import SettingsDialog
@@ -49,9 +58,21 @@ EXPORTS = (
     ("md", "&Markdown…", "Ctrl+E"),
     ("html", "&HTML…", None),
     ("pdf", "&PDF…", None),
+    ("docx", "&Word (DOCX)…", None),
     ("json", "Provenance &JSON…", None),
+    ("bib", "Sources as &BibTeX…", None),
+    ("csl", "Sources as &CSL-JSON…", None),
 )
 SHUTDOWN_WAIT_MS = 8000
+
+
+def pane_sizes(width: int) -> list[int]:
+    """Library, centre, evidence widths for a window ``width`` px wide: the library enough for
+    wrapped titles, the centre a report's reading width, the evidence a PDF page at fit width
+    (1366 -> 300/575/491, 1920 -> 400/829/691)."""
+    library = max(240, min(400, width * 22 // 100))
+    evidence = width * 36 // 100
+    return [library, width - library - evidence, evidence]
 
 
 def _keys(standard: QKeySequence.StandardKey, fallback: str) -> list[QKeySequence]:
@@ -75,23 +96,28 @@ class MainWindow(QMainWindow):
 
         self.library_panel = LibraryPanel(service, ops)
         self.research_panel = ResearchPanel(service, ops)
+        self.ask_panel = AskPanel(service, ops)
         self.report_view = ReportView()
         self.history_panel = HistoryPanel(service, ops)
         self.viewer = EvidenceViewer(service, ops)
         self.centre = QTabWidget()
         self.centre.setDocumentMode(True)
         self.centre.addTab(self.research_panel, "&Research")
+        self.centre.addTab(self.ask_panel, "&Ask")
         self.centre.addTab(self.report_view, "Re&port")
         self.centre.addTab(self.history_panel, "&History")
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.setObjectName("main-split")  # its sizes are remembered (PaneMemory)
         for w in (self.library_panel, self.centre, self.viewer):
             self.splitter.addWidget(w)
         self.splitter.setStretchFactor(0, 2)
         self.splitter.setStretchFactor(1, 4)
         self.splitter.setStretchFactor(2, 4)
-        # library (titles need room), centre (report), evidence (a PDF page at fit width)
-        self.splitter.setSizes([width * 25 // 100, width * 40 // 100, width * 35 // 100])
+        self.splitter.setSizes(pane_sizes(width))
         self.splitter.setChildrenCollapsible(True)
+        self.panes = PaneMemory(self, service.home)
+        if not self.panes.restore_geometry() and self._small_screen():
+            self.setWindowState(self.windowState() | Qt.WindowState.WindowMaximized)
         self.stack = QStackedWidget()
         self.stack.addWidget(self.splitter)
         self.first_run: FirstRunScreen | None = None
@@ -218,6 +244,9 @@ class MainWindow(QMainWindow):
         self.research_panel.report_ready.connect(self._report_ready)
         self.history_panel.open_report.connect(self.open_report)
         self.history_panel.resume_task.connect(self.resume_task)
+        self.ask_panel.citation_activated.connect(self.show_citation)
+        self.ask_panel.answered.connect(lambda _report: self.history_panel.refresh())
+        self.ask_panel.research_requested.connect(self.research_conversation)
 
     def _busy_changed(self, count: int) -> None:
         labels = [h.label for h in self.ops.running]
@@ -271,8 +300,27 @@ class MainWindow(QMainWindow):
         )
 
     def resume_task(self, task_name: str) -> None:
+        """Resume a research task, or reopen a conversation in the Ask panel."""
+        service = self.service
+
+        def route(kind: object) -> None:
+            if kind == "conversation":
+                self.centre.setCurrentWidget(self.ask_panel)
+                self.ask_panel.open_conversation(task_name)
+            else:
+                self.centre.setCurrentWidget(self.research_panel)
+                self.research_panel.resume(task_name)
+
+        self.ops.run(
+            lambda ctx: service.task(task_name)[0].params.get("kind"),
+            label=f"Opening task {task_name}",
+            on_success=guarded(self, route),
+        )
+
+    def research_conversation(self, name: str, question: str) -> None:
+        """Research this, from the Ask panel: a full run in the research panel."""
         self.centre.setCurrentWidget(self.research_panel)
-        self.research_panel.resume(task_name)
+        self.research_panel.research_conversation(name, question)
 
     def export_report(self, fmt: str) -> None:
         report = self.report_view.current_report()
@@ -337,12 +385,21 @@ class MainWindow(QMainWindow):
         return dialog
 
     def _default_size(self) -> tuple[int, int]:
-        """Roomy on a large screen (up to 1600x1000), never larger than 90% of a small one."""
+        """Roomy on a large screen (up to 1600x1000, at most 90% of it); the whole of a laptop
+        screen (:meth:`_small_screen`), where the window opens maximized."""
         screen = self.screen()
         if screen is None:
             return 1400, 860
         avail = screen.availableGeometry()
+        if self._small_screen():
+            return avail.width(), avail.height()
         return min(1600, avail.width() * 9 // 10), min(1000, avail.height() * 9 // 10)
+
+    def _small_screen(self) -> bool:
+        """A laptop screen (below 1500x900 available): three panes need every pixel of it."""
+        screen = self.screen()
+        avail = screen.availableGeometry() if screen is not None else None
+        return avail is not None and (avail.width() < 1500 or avail.height() < 900)
 
     def _settings_saved(self, library_before: object) -> None:
         self.statusBar().showMessage("Settings saved.", 4000)
@@ -429,7 +486,14 @@ class MainWindow(QMainWindow):
         self.leave_first_run()
         self.library_panel.dropEvent(event)
 
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        # Once, now that the layout gave the splitters their sizes; defaults for a fresh home.
+        if not self.panes.restored and self.splitter not in self.panes.restore_panes():
+            self.splitter.setSizes(pane_sizes(sum(self.splitter.sizes())))
+
     def closeEvent(self, event: QCloseEvent) -> None:
+        self.panes.save()
         running = self.ops.running
         if running:
             logger.info("closing: cancelling %d operations", len(running))

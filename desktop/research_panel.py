@@ -1,5 +1,10 @@
 """The research panel: ask a question, choose sources, review the plan, watch the run, cancel.
 
+Layout: the question box and Start sit at the top, never scrolled away (Enter starts, Shift+Enter
+adds a line); the sources and options fold away under one line that says what they are set to;
+below, the steps that need the analyst (clarifying answers, the plan), then the run's progress
+(a short how-to-begin until the first run).
+
 A run goes through up to three steps, each optional but the last:
 
 1. *Clarify* — "Ask me clarifying questions first" calls ``Sourcebook.clarify``; the questions
@@ -44,10 +49,10 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QPlainTextEdit,
     QPushButton,
     QScrollArea,
     QSplitter,
+    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -65,7 +70,14 @@ from core.service import (
 from desktop.errors import show_error
 from desktop.operations import OpContext, Operations, OpHandle
 from desktop.report_view import status_text
-from desktop.research_inputs import PlanEditor, SourcePicker, starter_plan
+from desktop.research_inputs import (
+    INTRO_HTML,
+    FoldingSection,
+    PlanEditor,
+    QuestionEdit,
+    SourcePicker,
+    starter_plan,
+)
 from desktop.run_progress import RunProgressView
 
 logger = logging.getLogger(__name__)
@@ -90,6 +102,7 @@ class RunRequest:
     task: str | None = None
     fresh: bool = False
     limits: ResearchLimits | None = None
+    conversation: str | None = None  # "Research this": the Ask conversation it starts from
 
 
 def plan_task_name(question: str, plan: ResearchPlan) -> str:
@@ -127,25 +140,37 @@ class ResearchPanel(QWidget):
     # ------------------------------------------------------------------ layout
 
     def _build(self) -> None:
-        self.question = QPlainTextEdit()
+        self.question = QuestionEdit()
         self.question.setObjectName("research-question")
         self.question.setPlaceholderText(
-            "Ask a question about your library, e.g. “What did the 2019 inspections find?”"
+            "Ask a question about your library, e.g. “What did the 2019 inspections find?” "
+            "Enter starts the research; Shift+Enter adds a line."
         )
-        self.question.setMaximumHeight(80)
-        self.question.setTabChangesFocus(True)
+        self.question.submitted.connect(self.start)
+        question_label = QLabel("&Question")
+        question_label.setBuddy(self.question)
 
         web = self._service.settings.web.enabled
         self.sources = SourcePicker(web_enabled=web)
         sources_box = QGroupBox("Sources")
         QVBoxLayout(sources_box).addWidget(self.sources)
-
         self.clarify_check = QCheckBox("Ask me clarifying questions first")
         self.plan_check = QCheckBox("Let me review the research plan before it starts")
+        options_body = QWidget()
+        options_lay = QVBoxLayout(options_body)
+        options_lay.setContentsMargins(0, 0, 0, 0)
+        options_lay.addWidget(sources_box)
+        options_lay.addWidget(self.clarify_check)
+        options_lay.addWidget(self.plan_check)
+        self.options = FoldingSection("Sources and options", options_body)
+        self.options.setObjectName("research-options")
+        for signal in (self.sources.changed, self.clarify_check.toggled, self.plan_check.toggled):
+            signal.connect(self._summarise_options)
+
         self.start_btn = QPushButton("Start research")
         self.start_btn.setObjectName("research-start")
         self.start_btn.setDefault(True)
-        self.start_btn.setToolTip("Start the research (Ctrl+Enter)")
+        self.start_btn.setToolTip("Start the research (Enter in the question box, or Ctrl+Enter)")
         self.start_btn.clicked.connect(self.start)
         self.cancel_btn = QPushButton("Cancel")
         self.cancel_btn.setObjectName("research-cancel")
@@ -181,15 +206,21 @@ class ResearchPanel(QWidget):
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         self.progress = RunProgressView()
+        self.intro = QLabel(INTRO_HTML)
+        self.intro.setObjectName("research-intro")
+        self.intro.setTextFormat(Qt.TextFormat.RichText)
+        self.intro.setWordWrap(True)
+        self.intro.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.intro.setMargin(8)
+        self._lower = QStackedWidget()  # how to begin, until a run shows its progress
+        self._lower.addWidget(self.intro)
+        self._lower.addWidget(self.progress)
 
+        # The question and its Start button stay at the top, outside any scrolling; the steps
+        # that need the analyst (clarifying answers, the plan) scroll above the live progress.
         form = QWidget()
         form_lay = QVBoxLayout(form)
-        form_lay.addWidget(QLabel("Question"))
-        form_lay.addWidget(self.question)
-        form_lay.addWidget(sources_box)
-        form_lay.addWidget(self.clarify_check)
-        form_lay.addWidget(self.plan_check)
-        form_lay.addLayout(_row(self.start_btn, self.cancel_btn))
+        form_lay.setContentsMargins(0, 0, 0, 0)
         form_lay.addWidget(self.clarify_box)
         form_lay.addWidget(self.plan_box)
         form_lay.addStretch(1)
@@ -199,17 +230,29 @@ class ResearchPanel(QWidget):
 
         self._split = QSplitter(Qt.Orientation.Vertical)
         self._split.addWidget(self._scroll)
-        self._split.addWidget(self.progress)
+        self._split.addWidget(self._lower)
         self._split.setStretchFactor(0, 1)
         self._split.setStretchFactor(1, 1)
+        self._split.setChildrenCollapsible(False)
         root = QVBoxLayout(self)
+        root.addWidget(question_label)
+        root.addWidget(self.question)
+        root.addLayout(_row(self.start_btn, self.cancel_btn))
+        root.addWidget(self.options)
         root.addWidget(self._split, 1)
         root.addWidget(self.status)
+        self._summarise_options()
 
         context = Qt.ShortcutContext.WidgetWithChildrenShortcut
         for keys in ("Ctrl+Return", "Ctrl+Enter"):
             QShortcut(QKeySequence(keys), self, self.start, context=context)
         QShortcut(QKeySequence("Escape"), self, self.cancel, context=context)
+
+    def _summarise_options(self) -> None:
+        parts = [self.sources.summary()]
+        parts += ["clarifying questions first"] * self.clarify_check.isChecked()
+        parts += ["review the plan"] * self.plan_check.isChecked()
+        self.options.set_summary(" · ".join(parts))
 
     # ------------------------------------------------------------------ public API
 
@@ -229,6 +272,7 @@ class ResearchPanel(QWidget):
             self.question.clear()
             self._back_to_idle()
             self.progress.reset()
+            self._lower.setCurrentWidget(self.intro)
             self.status.setText("")
         self.question.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
@@ -246,6 +290,16 @@ class ResearchPanel(QWidget):
             on_error=lambda exc: self._failed(exc, gen),
         )
 
+    def research_conversation(self, name: str, question: str) -> None:
+        """A full run on Ask conversation ``name``'s current question, inside its sources,
+        starting from what it read (``Sourcebook.research_from_conversation``)."""
+        if self.busy:
+            self.status.setText("A research run is in progress. Cancel it first.")
+            return
+        self.question.setPlainText(question)
+        self._request = RunRequest(question=question, boundary=Boundary(), conversation=name)
+        self._run(self._request)
+
     def start(self) -> None:
         """Start from the form: clarify and/or plan first if asked, then research."""
         if self._phase != IDLE:
@@ -260,10 +314,12 @@ class ResearchPanel(QWidget):
         try:
             boundary = self.sources.boundary()
         except ConfigError as exc:
+            self.options.set_expanded(True)  # the choice to fix is in the folded section
             self.status.setText(f"{exc.message} {exc.hint or ''}".strip())
             return
         self._request = RunRequest(question=question, boundary=boundary)
         self.progress.reset()
+        self.options.set_expanded(False)  # its summary line says what the run uses
         if self.clarify_check.isChecked():
             self._ask_clarification(self._request)
         else:
@@ -444,6 +500,7 @@ class ResearchPanel(QWidget):
         self._set_phase(RUNNING)
         max_calls = (req.limits or self._service.settings.research).max_tool_calls
         self.progress.reset(max_tool_calls=max_calls)
+        self._lower.setCurrentWidget(self.progress)
         self._started_at = time.time()
         what = f"Resuming {req.task}" if resuming else "Researching"
         self.status.setText(f"{what}…{note}")
@@ -451,6 +508,11 @@ class ResearchPanel(QWidget):
         svc = self._service
 
         def work(ctx: OpContext) -> Report:
+            token = lambda tok: ctx.progress(RunEvent(kind="token", text=tok))  # noqa: E731
+            if req.conversation is not None:
+                return svc.research_from_conversation(
+                    req.conversation, cancel=ctx.cancel, on_event=ctx.progress, on_token=token
+                )
             return svc.research(
                 req.question,
                 task=req.task,
@@ -461,7 +523,7 @@ class ResearchPanel(QWidget):
                 fresh=req.fresh,
                 cancel=ctx.cancel,
                 on_event=ctx.progress,
-                on_token=lambda tok: ctx.progress(RunEvent(kind="token", text=tok)),
+                on_token=token,
             )
 
         self._handle = self._ops.run(
@@ -518,14 +580,12 @@ class ResearchPanel(QWidget):
         entering = phase != self._phase
         self._phase = phase
         self._sync()
-        if entering and phase == IDLE:
-            self._scroll.verticalScrollBar().setValue(0)  # the question, not an empty tail
-        if entering and phase in (ANSWERING, PLANNING, RUNNING):
-            # Room where the analyst's attention goes: the form while answering or editing the
-            # plan, the live progress while the run goes.
+        if entering and phase in (ANSWERING, PLANNING):
+            # Room where the analyst's attention goes: the answers or the plan to edit (the
+            # live progress gets the whole pane while the run goes: the form is hidden).
+            self._scroll.verticalScrollBar().setValue(0)
             total = max(2, sum(self._split.sizes()))
-            top = total * 3 // 4 if phase != RUNNING else total // 3
-            self._split.setSizes([top, total - top])
+            self._split.setSizes([total * 3 // 4, total - total * 3 // 4])
 
     def _sync(self) -> None:
         idle = self._phase == IDLE
@@ -535,6 +595,10 @@ class ResearchPanel(QWidget):
             w.setEnabled(idle)
         self.clarify_box.setVisible(self._phase == ANSWERING)
         self.plan_box.setVisible(self._phase == PLANNING)
+        asking = self._phase in (ANSWERING, PLANNING)
+        self._scroll.setVisible(asking)
+        # The how-to-begin gives the answers or the plan its room; a run's progress stays.
+        self._lower.setVisible(not asking or self._lower.currentWidget() is not self.intro)
 
 
 def _row(*widgets: QWidget) -> QHBoxLayout:

@@ -350,6 +350,4 @@ def check_draft(ctx: RunContext, question: str, draft: str, labels: dict[str, st
     """``draft`` through the checks a research run's draft goes through, by the run's own
     code (citation check with its repair pass, the post-draft stages, sanitize, renumber,
     status), as the report of task ``ctx.task``."""
-    state = research_run._State(task=ctx.task, question=question)
-    research_run._finish(ctx, state, draft, labels, [])
-    return state.report()
+    return research_run.check_draft(ctx, question, draft, labels)

@@ -572,6 +572,15 @@ def _finish(
     st.status = _status(ctx, st, notes)
 
 
+def check_draft(ctx: RunContext, question: str, draft: str, labels: dict[str, str]) -> Report:
+    """``draft`` (labels or ids cited) through the checks of a run's draft, as the report of
+    task ``ctx.task``: citation check and repair, the post-draft stages, sanitize, renumber,
+    status. For drafts written outside a run (Ask's answers)."""
+    st = _State(ctx.task, question)
+    _finish(ctx, st, draft, labels, [])
+    return st.report()
+
+
 def _support_flags(
     ctx: RunContext, st: _State, text: str, get: Callable[[str], Evidence | None]
 ) -> list[FlaggedClaim]:
