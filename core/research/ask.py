@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field
 
 from core.errors import CancelledError, ModelError, SourcebookError, translate_errors
 from core.library import Evidence, Library
+from core.research import checks
 from core.research import run as research_run
 from core.research.citations import bracket_labels, cite_quotations, states_absence
 from core.research.context import EventFn, RunContext, StopSignal
@@ -249,7 +250,7 @@ def answer_turn(
     draft = apply(ctx, "method_talk", draft, without_method_talk)
     ctx.emit("stage", stage="checking citations")
     with ctx.log.span(ctx.task, ctx.run, "stage", "citations"):
-        report = check_draft(ctx, question, draft, labels)
+        report = checks.check_draft(ctx, question, draft, labels)
     words = answer_words(report)
     return AskTurn(
         number=number,
@@ -344,10 +345,3 @@ def answer_draft(text: str) -> str:
     if not first.endswith((".", "!", "?")):
         first += "."  # the answer line is one sentence: "1921 [E2]."
     return f"{ANSWER_MARK} {first}\n{rest}".strip()
-
-
-def check_draft(ctx: RunContext, question: str, draft: str, labels: dict[str, str]) -> Report:
-    """``draft`` through the checks a research run's draft goes through, by the run's own
-    code (citation check with its repair pass, the post-draft stages, sanitize, renumber,
-    status), as the report of task ``ctx.task``."""
-    return research_run.check_draft(ctx, question, draft, labels)

@@ -3,8 +3,8 @@
 Stages: (optional) routing -> plan (user's, planner's, or the recorded fallback) -> researcher
 workers in dependency batches, concurrent up to ``max_workers`` -> sufficiency check and
 follow-up rounds for gaps -> short cited answer -> writer (streamed) -> citation check with one
-repair pass -> citation completion -> claim-support check -> sanitize and renumber ->
-``Report`` with a status.
+repair pass and the post-draft checks (:mod:`core.research.checks`) -> ``Report`` with a
+status.
 
 Every step goes through the task log first, so rerunning the same task name resumes.
 """
@@ -23,44 +23,30 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from core.errors import CancelledError, SourcebookError, translate_errors
-from core.library import Evidence, Library
-from core.research import chain, planner, support, writer
+from core.library import Library
+from core.research import planner, writer
+from core.research.checks import RunState, finish_draft
 from core.research.citations import (
-    CitationChecker,
     bracket_labels,
-    check_claims,
-    citation_records,
     citation_tokens,
     cite_quotations,
-    complete_citations,
-    excerpt,
-    mark_flagged,
-    narrow_citations,
 )
-from core.research.consistency import other_answers
 from core.research.context import EventFn, RunContext, StopSignal
-from core.research.pipeline import apply, changes, record, stage_on
-from core.research.prompts import fit_messages
+from core.research.pipeline import apply, stage_on
 from core.research.researcher import run_worker
-from core.research.sanitize import renumber, sanitize_links, sources_section
 from core.research.schemas import (
-    WITHHELD_ANSWER,
     Boundary,
-    CitationRecord,
-    FlaggedClaim,
-    RemovedCitation,
     Report,
     ResearchLimits,
     ResearchNotes,
     ResearchPlan,
     ResearchQuery,
-    RunStatus,
 )
 from core.research.tools import Fetched, Scope, Tools
 from core.research.trail import trail_lines, trail_section
 from core.research.words import focus_terms, gap_query, names
 from core.tasks import RecordingFailed, TaskLease, TaskLog
-from models.llm import LLM, ChatMessage
+from models.llm import LLM
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +185,7 @@ def _leased_run(
             task=task, question=req.question, status="recording_failed", status_reasons=[str(exc)]
         )
     ctx = _context(library, log, task, run, models, req, stop, on_event)
-    state = _State(task=task, question=req.question)
+    state = RunState(task=task, question=req.question)
     try:
         with translate_errors():  # a model that cannot even load (count tokens) stops the run
             _run(ctx, req, state, on_token)
@@ -228,41 +214,8 @@ def _leased_run(
     return report
 
 
-class _State:
-    """What the run has produced so far (kept when it is cancelled midway)."""
-
-    def __init__(self, task: str, question: str) -> None:
-        self.task = task
-        self.question = question
-        self.status: RunStatus | None = None
-        self.reasons: list[str] = []
-        self.plan: ResearchPlan | None = None
-        self.fallback = False
-        self.notes: dict[str, ResearchNotes] = {}
-        self.markdown = ""
-        self.citations: list[CitationRecord] = []
-        self.removed: list[RemovedCitation] = []
-        self.flagged: list[FlaggedClaim] = []
-        self.answer_withheld = False  # the answer line's support check failed
-
-    def report(self) -> Report:
-        return Report(
-            task=self.task,
-            question=self.question,
-            status=self.status or "partial",
-            status_reasons=self.reasons,
-            markdown=self.markdown,
-            citations=self.citations,
-            removed_citations=self.removed,
-            flagged_claims=self.flagged,
-            plan=self.plan,
-            plan_fallback=self.fallback,
-            notes=list(self.notes.values()),
-        )
-
-
 def _run(
-    ctx: RunContext, req: ResearchRequest, st: _State, on_token: Callable[[str], None] | None
+    ctx: RunContext, req: ResearchRequest, st: RunState, on_token: Callable[[str], None] | None
 ) -> None:
     if req.route:
         ctx.emit("stage", stage="routing")
@@ -346,10 +299,10 @@ def _run(
                 draft = f"{draft.rstrip()}\n\n{trail_section(lines)}"
     ctx.emit("stage", stage="checking citations")
     with ctx.log.span(ctx.task, ctx.run, "stage", "citations"):
-        _finish(ctx, st, draft, labels, notes)
+        finish_draft(ctx, st, draft, labels, notes)
 
 
-def _research(ctx: RunContext, plan: ResearchPlan, st: _State) -> None:
+def _research(ctx: RunContext, plan: ResearchPlan, st: RunState) -> None:
     queries = list(plan.queries)
     for rnd in range(1, ctx.limits.max_rounds + 1):
         done = {q for q, n in st.notes.items() if not n.failed}
@@ -404,7 +357,7 @@ def _seeded(ctx: RunContext, seed: ResearchNotes) -> ResearchNotes:
     return seed.model_copy(update={"fetched_ids": read, "findings": kept, "sufficient": True})
 
 
-def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: _State) -> None:
+def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: RunState) -> None:
     # What a dependent query builds on: only the on-topic findings of the queries it depends
     # on (a neighbour's finding about another river steers the next query's searches to rivers
     # instead of to the country the river asked about is in).
@@ -462,219 +415,3 @@ def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: _State
                 )
         if stop is not None:
             raise stop
-
-
-def _finish(
-    ctx: RunContext, st: _State, draft: str, labels: dict[str, str], notes: list[ResearchNotes]
-) -> None:
-    def lookup(ev_id: str) -> Evidence | None:
-        try:
-            return ctx.library.evidence(ev_id)
-        except SourcebookError:
-            return None
-
-    def fetched_or_span(ev_id: str) -> Evidence | None:
-        ev = ctx.fetched.get(ev_id)
-        if ev is None and "#" in ev_id and ctx.fetched.get(ev_id.split("#")[0]) is not None:
-            ev = lookup(ev_id)
-        return ev
-
-    checker = CitationChecker(labels, fetched_or_span, lookup, ctx.scope.allows)
-    invalid = checker.invalid(draft)
-    if invalid:
-        # Repair: ids that exist inside the boundary are fetched; the rest go back to the writer.
-        for tok, _reason in invalid:
-            ev_id = checker.fetchable(tok)
-            if ev_id is not None:
-                ctx.tool(
-                    f"repair/fetch/{ev_id}",
-                    "fetch_evidence",
-                    functools.partial(ctx.tools.fetch_evidence, ev_id),
-                    cache=False,
-                )
-        still = checker.invalid(draft)
-        if still:
-            ctx.emit("stage", stage="repairing citations", text=", ".join(t for t, _ in still))
-            draft = bracket_labels(writer.repair(ctx, draft, [t for t, _ in still], labels), labels)
-    text, removed = checker.canonicalize(draft)
-    text = apply(
-        ctx,
-        "narrow_citations",
-        text,
-        lambda t: narrow_citations(t, fetched_or_span, keep_lines=writer.ANSWER_MARK),
-    )
-    # passages the writer was shown first, then the rest the run fetched, as the checker allows
-    citable = [i for i in [*labels.values(), *ctx.fetched.ids()] if checker.resolve(i)[0]]
-    assembled: dict[str, list[str]] = {}
-    if stage_on(ctx, "complete_citations"):
-        before = text
-        text, assembled = complete_citations(text, fetched_or_span, citable, st.question)
-        record(ctx, "complete_citations", changes(before, text))
-    st.removed = removed
-    if removed:
-        st.reasons.append(f"{len(removed)} citation(s) could not be verified and were removed.")
-    st.flagged = []
-    if stage_on(ctx, "claim_check"):
-        st.flagged = check_claims(
-            text,
-            fetched_or_span,
-            lambda xs: ctx.library.embedder.embed(xs),
-            st.question,
-            answer_lines=writer.ANSWER_MARK,
-            assembled=assembled,
-        )
-        record(ctx, "claim_check", {"flagged": [excerpt(f.sentence) for f in st.flagged]})
-    if stage_on(ctx, "support_check"):
-        st.flagged += _support_flags(ctx, st, text, fetched_or_span)
-    if stage_on(ctx, "withhold_answer"):
-        text, st.answer_withheld = withhold_unsupported_answer(text, st.flagged)
-        record(ctx, "withhold_answer", {"withheld": st.answer_withheld})
-    if stage_on(ctx, "answer_consistency"):
-        others = other_answers(
-            text,
-            st.question,
-            writer.ANSWER_MARK,
-            withheld=st.answer_withheld,
-            skip={f.sentence for f in st.flagged},
-        )
-        st.flagged += others
-        record(ctx, "answer_consistency", {"flagged": [excerpt(f.sentence) for f in others]})
-    if st.answer_withheld:
-        st.reasons.append(
-            "The answer the writer gave is not supported by the passages it cites, so it is "
-            "not stated; the report gives what the sources do state."
-        )
-    body_flags = [f for f in st.flagged if f.sentence in text]
-    if body_flags:
-        st.reasons.append(
-            f"{len(body_flags)} claim(s) are uncited or not clearly supported by their citation "
-            "(marked ⚠)."
-        )
-    text = mark_flagged(sanitize_links(text), st.flagged)
-
-    docs: dict[str, str] = {}
-
-    def doc_of(ev_id: str) -> str:
-        ev = fetched_or_span(ev_id)
-        docs[ev_id] = ev.doc_id if ev else ev_id
-        return docs[ev_id]
-
-    body, numbers = renumber(text, doc_of)
-    st.citations = _records(ctx, numbers, fetched_or_span)
-    if st.flagged:
-        body = (
-            body.rstrip()
-            + "\n\n## Flagged claims\n\n"
-            + "\n".join(f"- ⚠ “{excerpt(f.sentence)}”: {f.reason}" for f in st.flagged)
-            + "\n"
-        )
-    st.markdown = body.rstrip() + "\n\n" + (sources_section(st.citations) if st.citations else "")
-    st.status = _status(ctx, st, notes)
-
-
-def check_draft(ctx: RunContext, question: str, draft: str, labels: dict[str, str]) -> Report:
-    """``draft`` (labels or ids cited) through the checks of a run's draft, as the report of
-    task ``ctx.task``: citation check and repair, the post-draft stages, sanitize, renumber,
-    status. For drafts written outside a run (Ask's answers)."""
-    st = _State(ctx.task, question)
-    _finish(ctx, st, draft, labels, [])
-    return st.report()
-
-
-def _support_flags(
-    ctx: RunContext, st: _State, text: str, get: Callable[[str], Evidence | None]
-) -> list[FlaggedClaim]:
-    """The claims the model judges its passages do not state (:mod:`core.research.support`),
-    among those the lexical checks let stand; the judgements are logged."""
-    role = "checker" if "checker" in ctx.models else "writer"  # the writer's model by default
-    llm = ctx.model(role)
-
-    def messages(passages: str, claim: str, answer: str | None) -> list[ChatMessage]:
-        if answer is not None:
-            values = {"passages": passages, "question": st.question, "answer": answer}
-            return fit_messages(llm, "support_answer", values, {"passages": "head"}, 1)
-        values = {"passages": passages, "claim": claim}
-        return fit_messages(llm, "support", values, {"passages": "head"}, 1)
-
-    mark = writer.ANSWER_MARK
-    judged = support.judge_claims(
-        text,
-        get,
-        lambda key, msgs: ctx.model_choose(role, key, msgs, support.OPTIONS)[0],
-        messages,
-        question=st.question,
-        answer_mark=writer.ANSWER_MARK,
-        skip={f.sentence for f in st.flagged},
-        embed=ctx.library.embedder.embed,
-        on_chain=(
-            (lambda held: chain.carries(_answer_line(text), text, st.question, held, mark))
-            if stage_on(ctx, "chain_support") and chain.chain_lines(text)
-            else None
-        ),
-    )
-    flagged = support.flags(judged)
-    record(
-        ctx,
-        "support_check",
-        {
-            "judged": len(judged),
-            "flagged": [excerpt(f.sentence) for f in flagged],
-            "support": [round(j.support, 3) for j in judged],
-            "answer_by_chain": any(j.by_chain for j in judged),
-        },
-    )
-    return flagged
-
-
-def withhold_unsupported_answer(text: str, flagged: list[FlaggedClaim]) -> tuple[str, bool]:
-    """``text`` with an answer line that a flag concerns replaced by ``WITHHELD_ANSWER``, and
-    whether it was: an answer is stated only when its check passes; the flagged answer stays
-    quoted, with its reason, in the Flagged claims list."""
-    lines = text.split("\n")
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith(writer.ANSWER_MARK):
-            if any(f.sentence in line for f in flagged):
-                lines[i] = WITHHELD_ANSWER
-                return chain.withheld_head("\n".join(lines)), True
-            break
-    return text, False
-
-
-def _answer_line(text: str) -> str:
-    return next((ln for ln in text.splitlines() if ln.lstrip().startswith(writer.ANSWER_MARK)), "")
-
-
-def _records(
-    ctx: RunContext, numbers: dict[str, int], get: Callable[[str], Evidence | None]
-) -> list[CitationRecord]:
-    evs = {i: ev for i, ev in ((i, get(i)) for i in numbers) if ev is not None}
-    return citation_records(evs, numbers, ctx.library.store.get_document)
-
-
-def _status(ctx: RunContext, st: _State, notes: list[ResearchNotes]) -> RunStatus:
-    if not st.citations:
-        st.reasons.append("The report has no verified citation.")
-        return "insufficient_evidence"
-    budget = [
-        n for n in notes if n.stop_reason in ("max_steps", "max_tool_calls") and not n.sufficient
-    ]
-    if budget:
-        st.reasons.append(
-            "A researcher ran out of its budget: "
-            + ", ".join(f"{n.query_id} ({n.stop_reason})" for n in budget)
-        )
-    errors = (
-        [e for n in notes for e in n.tool_errors] + ctx.flags.tool_errors + ctx.flags.failed_workers
-    )
-    if errors:
-        st.reasons.append("Some retrieval failed: " + "; ".join(dict.fromkeys(errors))[:500])
-    if st.answer_withheld:  # first: no answer is what the reader must see; the why follows
-        return "insufficient_evidence"
-    if budget:
-        return "budget_exhausted"
-    if errors:
-        return "partial_retrieval"
-    writer_fallback = any(r.startswith("The writer cited nothing") for r in st.reasons)
-    if st.removed or st.flagged or writer_fallback:
-        return "partial"
-    return "answered"

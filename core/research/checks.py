@@ -1,0 +1,293 @@
+"""The checks a research draft goes through before it is a report, in order: citations resolved,
+fetched where they can be and repaired once by the writer (what still fails is removed);
+the post-draft stages (:mod:`core.research.pipeline`: narrowing and completing citations, the
+claim and support checks, the answer withheld when its check fails, answer consistency);
+flagged claims marked; links sanitised; citations renumbered with a Sources list; the status.
+
+A run's draft comes here from :mod:`core.research.run`; Ask's answers through
+:func:`check_draft`. Threading: called on the run's thread, after its workers are done.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from core.errors import SourcebookError
+from core.library import Evidence
+from core.research import chain, support, writer
+from core.research.citations import (
+    CitationChecker,
+    bracket_labels,
+    check_claims,
+    citation_records,
+    complete_citations,
+    excerpt,
+    mark_flagged,
+    narrow_citations,
+)
+from core.research.consistency import other_answers
+from core.research.context import RunContext
+from core.research.pipeline import apply, changes, record, stage_on
+from core.research.prompts import fit_messages
+from core.research.sanitize import renumber, sanitize_links, sources_section
+from core.research.schemas import (
+    WITHHELD_ANSWER,
+    CitationRecord,
+    FlaggedClaim,
+    RemovedCitation,
+    Report,
+    ResearchNotes,
+    ResearchPlan,
+    RunStatus,
+)
+from models.llm import ChatMessage
+
+
+class RunState:
+    """What the run has produced so far (kept when it is cancelled midway)."""
+
+    def __init__(self, task: str, question: str) -> None:
+        self.task = task
+        self.question = question
+        self.status: RunStatus | None = None
+        self.reasons: list[str] = []
+        self.plan: ResearchPlan | None = None
+        self.fallback = False
+        self.notes: dict[str, ResearchNotes] = {}
+        self.markdown = ""
+        self.citations: list[CitationRecord] = []
+        self.removed: list[RemovedCitation] = []
+        self.flagged: list[FlaggedClaim] = []
+        self.answer_withheld = False  # the answer line's support check failed
+
+    def report(self) -> Report:
+        return Report(
+            task=self.task,
+            question=self.question,
+            status=self.status or "partial",
+            status_reasons=self.reasons,
+            markdown=self.markdown,
+            citations=self.citations,
+            removed_citations=self.removed,
+            flagged_claims=self.flagged,
+            plan=self.plan,
+            plan_fallback=self.fallback,
+            notes=list(self.notes.values()),
+        )
+
+
+def finish_draft(
+    ctx: RunContext, st: RunState, draft: str, labels: dict[str, str], notes: list[ResearchNotes]
+) -> None:
+    def lookup(ev_id: str) -> Evidence | None:
+        try:
+            return ctx.library.evidence(ev_id)
+        except SourcebookError:
+            return None
+
+    def fetched_or_span(ev_id: str) -> Evidence | None:
+        ev = ctx.fetched.get(ev_id)
+        if ev is None and "#" in ev_id and ctx.fetched.get(ev_id.split("#")[0]) is not None:
+            ev = lookup(ev_id)
+        return ev
+
+    checker = CitationChecker(labels, fetched_or_span, lookup, ctx.scope.allows)
+    invalid = checker.invalid(draft)
+    if invalid:
+        # Repair: ids that exist inside the boundary are fetched; the rest go back to the writer.
+        for tok, _reason in invalid:
+            ev_id = checker.fetchable(tok)
+            if ev_id is not None:
+                ctx.tool(
+                    f"repair/fetch/{ev_id}",
+                    "fetch_evidence",
+                    functools.partial(ctx.tools.fetch_evidence, ev_id),
+                    cache=False,
+                )
+        still = checker.invalid(draft)
+        if still:
+            ctx.emit("stage", stage="repairing citations", text=", ".join(t for t, _ in still))
+            draft = bracket_labels(writer.repair(ctx, draft, [t for t, _ in still], labels), labels)
+    text, removed = checker.canonicalize(draft)
+    text = apply(
+        ctx,
+        "narrow_citations",
+        text,
+        lambda t: narrow_citations(t, fetched_or_span, keep_lines=writer.ANSWER_MARK),
+    )
+    # passages the writer was shown first, then the rest the run fetched, as the checker allows
+    citable = [i for i in [*labels.values(), *ctx.fetched.ids()] if checker.resolve(i)[0]]
+    assembled: dict[str, list[str]] = {}
+    if stage_on(ctx, "complete_citations"):
+        before = text
+        text, assembled = complete_citations(text, fetched_or_span, citable, st.question)
+        record(ctx, "complete_citations", changes(before, text))
+    st.removed = removed
+    if removed:
+        st.reasons.append(f"{len(removed)} citation(s) could not be verified and were removed.")
+    st.flagged = []
+    if stage_on(ctx, "claim_check"):
+        st.flagged = check_claims(
+            text,
+            fetched_or_span,
+            lambda xs: ctx.library.embedder.embed(xs),
+            st.question,
+            answer_lines=writer.ANSWER_MARK,
+            assembled=assembled,
+        )
+        record(ctx, "claim_check", {"flagged": [excerpt(f.sentence) for f in st.flagged]})
+    if stage_on(ctx, "support_check"):
+        st.flagged += _support_flags(ctx, st, text, fetched_or_span)
+    if stage_on(ctx, "withhold_answer"):
+        text, st.answer_withheld = withhold_unsupported_answer(text, st.flagged)
+        record(ctx, "withhold_answer", {"withheld": st.answer_withheld})
+    if stage_on(ctx, "answer_consistency"):
+        others = other_answers(
+            text,
+            st.question,
+            writer.ANSWER_MARK,
+            withheld=st.answer_withheld,
+            skip={f.sentence for f in st.flagged},
+        )
+        st.flagged += others
+        record(ctx, "answer_consistency", {"flagged": [excerpt(f.sentence) for f in others]})
+    if st.answer_withheld:
+        st.reasons.append(
+            "The answer the writer gave is not supported by the passages it cites, so it is "
+            "not stated; the report gives what the sources do state."
+        )
+    body_flags = [f for f in st.flagged if f.sentence in text]
+    if body_flags:
+        st.reasons.append(
+            f"{len(body_flags)} claim(s) are uncited or not clearly supported by their citation "
+            "(marked ⚠)."
+        )
+    text = mark_flagged(sanitize_links(text), st.flagged)
+
+    docs: dict[str, str] = {}
+
+    def doc_of(ev_id: str) -> str:
+        ev = fetched_or_span(ev_id)
+        docs[ev_id] = ev.doc_id if ev else ev_id
+        return docs[ev_id]
+
+    body, numbers = renumber(text, doc_of)
+    st.citations = _records(ctx, numbers, fetched_or_span)
+    if st.flagged:
+        body = (
+            body.rstrip()
+            + "\n\n## Flagged claims\n\n"
+            + "\n".join(f"- ⚠ “{excerpt(f.sentence)}”: {f.reason}" for f in st.flagged)
+            + "\n"
+        )
+    st.markdown = body.rstrip() + "\n\n" + (sources_section(st.citations) if st.citations else "")
+    st.status = _status(ctx, st, notes)
+
+
+def check_draft(ctx: RunContext, question: str, draft: str, labels: dict[str, str]) -> Report:
+    """``draft`` (labels or ids cited) through the checks of a run's draft, as the report of
+    task ``ctx.task``: citation check and repair, the post-draft stages, sanitize, renumber,
+    status. For drafts written outside a run (Ask's answers)."""
+    st = RunState(ctx.task, question)
+    finish_draft(ctx, st, draft, labels, [])
+    return st.report()
+
+
+def _support_flags(
+    ctx: RunContext, st: RunState, text: str, get: Callable[[str], Evidence | None]
+) -> list[FlaggedClaim]:
+    """The claims the model judges its passages do not state (:mod:`core.research.support`),
+    among those the lexical checks let stand; the judgements are logged."""
+    role = "checker" if "checker" in ctx.models else "writer"  # the writer's model by default
+    llm = ctx.model(role)
+
+    def messages(passages: str, claim: str, answer: str | None) -> list[ChatMessage]:
+        if answer is not None:
+            values = {"passages": passages, "question": st.question, "answer": answer}
+            return fit_messages(llm, "support_answer", values, {"passages": "head"}, 1)
+        values = {"passages": passages, "claim": claim}
+        return fit_messages(llm, "support", values, {"passages": "head"}, 1)
+
+    mark = writer.ANSWER_MARK
+    judged = support.judge_claims(
+        text,
+        get,
+        lambda key, msgs: ctx.model_choose(role, key, msgs, support.OPTIONS)[0],
+        messages,
+        question=st.question,
+        answer_mark=writer.ANSWER_MARK,
+        skip={f.sentence for f in st.flagged},
+        embed=ctx.library.embedder.embed,
+        on_chain=(
+            (lambda held: chain.carries(_answer_line(text), text, st.question, held, mark))
+            if stage_on(ctx, "chain_support") and chain.chain_lines(text)
+            else None
+        ),
+    )
+    flagged = support.flags(judged)
+    record(
+        ctx,
+        "support_check",
+        {
+            "judged": len(judged),
+            "flagged": [excerpt(f.sentence) for f in flagged],
+            "support": [round(j.support, 3) for j in judged],
+            "answer_by_chain": any(j.by_chain for j in judged),
+        },
+    )
+    return flagged
+
+
+def withhold_unsupported_answer(text: str, flagged: list[FlaggedClaim]) -> tuple[str, bool]:
+    """``text`` with an answer line that a flag concerns replaced by ``WITHHELD_ANSWER``, and
+    whether it was: an answer is stated only when its check passes; the flagged answer stays
+    quoted, with its reason, in the Flagged claims list."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith(writer.ANSWER_MARK):
+            if any(f.sentence in line for f in flagged):
+                lines[i] = WITHHELD_ANSWER
+                return chain.withheld_head("\n".join(lines)), True
+            break
+    return text, False
+
+
+def _answer_line(text: str) -> str:
+    return next((ln for ln in text.splitlines() if ln.lstrip().startswith(writer.ANSWER_MARK)), "")
+
+
+def _records(
+    ctx: RunContext, numbers: dict[str, int], get: Callable[[str], Evidence | None]
+) -> list[CitationRecord]:
+    evs = {i: ev for i, ev in ((i, get(i)) for i in numbers) if ev is not None}
+    return citation_records(evs, numbers, ctx.library.store.get_document)
+
+
+def _status(ctx: RunContext, st: RunState, notes: list[ResearchNotes]) -> RunStatus:
+    if not st.citations:
+        st.reasons.append("The report has no verified citation.")
+        return "insufficient_evidence"
+    budget = [
+        n for n in notes if n.stop_reason in ("max_steps", "max_tool_calls") and not n.sufficient
+    ]
+    if budget:
+        st.reasons.append(
+            "A researcher ran out of its budget: "
+            + ", ".join(f"{n.query_id} ({n.stop_reason})" for n in budget)
+        )
+    errors = (
+        [e for n in notes for e in n.tool_errors] + ctx.flags.tool_errors + ctx.flags.failed_workers
+    )
+    if errors:
+        st.reasons.append("Some retrieval failed: " + "; ".join(dict.fromkeys(errors))[:500])
+    if st.answer_withheld:  # first: no answer is what the reader must see; the why follows
+        return "insufficient_evidence"
+    if budget:
+        return "budget_exhausted"
+    if errors:
+        return "partial_retrieval"
+    writer_fallback = any(r.startswith("The writer cited nothing") for r in st.reasons)
+    if st.removed or st.flagged or writer_fallback:
+        return "partial"
+    return "answered"
