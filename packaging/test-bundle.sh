@@ -8,7 +8,8 @@
 # 1. the app's self-test in the real window (desktop/self_test.py): leave the welcome screen,
 #    add a PDF, search, open the first hit in the evidence viewer (the page rendered with the
 #    words highlighted), save a screenshot, close the window;
-# 2. the bundled command line on the same home: `docs` lists the PDF, `search` finds it;
+# 2. the bundled command line on the same home: `docs` lists the PDF, `search` finds it; the
+#    launcher entry installs into the fresh HOME, pointing at the unpacked binary;
 # 3. with --gguf: `models --probe`, the llama.cpp probe, whose child processes run through the
 #    bundle's own binary (a frozen app has no `python -m`);
 # The bundle must hold no torch (checked first): any import of it would fail the steps above.
@@ -92,6 +93,14 @@ docs=$(run "$APP/sourcebook" docs) || { show_log; fail "sourcebook docs failed";
 hits=$(run "$APP/sourcebook" search "probable cause of the accident" -k 3) \
   || { show_log; fail "sourcebook search failed"; }
 grep -q "ev1:" <<<"$hits" || fail "sourcebook search found nothing: $hits"
+
+say "   the launcher entry (install-desktop-entry)"
+run "$APP/install-desktop-entry" >/dev/null || fail "install-desktop-entry failed"
+ENTRY=$WORK/home/.local/share/applications/sourcebook.desktop
+grep -qxF "Exec=\"$APP/sourcebook\"" "$ENTRY" || fail "the launcher entry does not start $APP/sourcebook"
+icon=$(sed -n 's/^Icon=//p' "$ENTRY")
+[ -s "$icon" ] || fail "the launcher entry's icon $icon is missing"
+if command -v desktop-file-validate >/dev/null; then desktop-file-validate "$ENTRY"; fi
 
 if [ -n "$GGUF" ]; then
   say "3. the llama.cpp probe through the bundle's binary ($(basename "$GGUF"))"

@@ -82,6 +82,32 @@ def test_the_apps_first_session_never_imports_torch(int8_onnx: Path, tmp_path: P
     assert shot.stat().st_size > 1000
 
 
+@pytest.mark.slow
+def test_a_failed_self_test_exits_non_zero(tmp_path: Path) -> None:
+    pdf = write_pdf(tmp_path / "a.pdf", ["The levee inspection found seepage."])
+    env = {
+        **_clean_env(),
+        "SOURCEBOOK_HOME": str(tmp_path / "home"),
+        "QT_QPA_PLATFORM": "offscreen",
+        "PYTHONPATH": str(REPO),
+    }
+    for args, why in (
+        ([str(tmp_path / "missing.pdf"), "--query", "levee"], "no such file"),
+        ([str(pdf), "--query", "zeppelin"], "the first hit holds no word of 'zeppelin'"),
+    ):
+        proc = subprocess.run(
+            [str(Path(sys.executable).with_name("sourcebook")), "--self-test", *args],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
+            cwd=tmp_path,
+            check=False,
+        )
+        assert proc.returncode == 1, proc.stderr[-2000:]
+        assert "self-test FAILED" in proc.stderr and why in proc.stderr
+
+
 def test_a_prebuilt_onnx_file_is_loaded_and_nothing_is_written(
     int8_onnx: Path, tmp_path: Path
 ) -> None:
