@@ -152,7 +152,7 @@ def measure(
             starts[label].append(r)
     return {
         label: {
-            "command": " ".join(commands[label]),
+            "command": " ".join(_shown(c) for c in commands[label]),
             "first_start_s": rs[0]["start_s"],
             "median_start_s": statistics.median(float(r["start_s"]) for r in rs),
             "median_idle_rss_mib": round(statistics.median(int(r["rss"]) for r in rs) / 2**20, 1),
@@ -161,6 +161,18 @@ def measure(
         }
         for label, rs in starts.items()
     }
+
+
+def _shown(arg: str) -> str:
+    """A command's word as a result file keeps it: no absolute path (results are shared)."""
+    path = Path(arg)
+    if not path.is_absolute():
+        return arg
+    if path.is_relative_to(REPO):
+        return str(path.relative_to(REPO))
+    if "app" in path.parts:  # the unpacked tarball, in a temporary folder
+        return "(unpacked) " + "/".join(path.parts[path.parts.index("app") + 1 :])
+    return path.name
 
 
 def main(argv: list[str] | None = None) -> int:
