@@ -151,6 +151,14 @@ class ResearchLimits(BaseModel):
         "model call; see core.research.trail). Off unless asked for: a reader wants the answer "
         "and its evidence, the trail is the record of how the run got there.",
     )
+    chain_support: bool = Field(
+        False,
+        description="An answer line stands on its chain when every link (one fact, one cited "
+        "passage) passed its own checks, the links join, and the last states the answer; "
+        "otherwise it is judged as a whole (core.research.chain). Off until the dev sets show "
+        "that it asserts more right answers without more wrong ones: it can only loosen the "
+        "answer's check.",
+    )
     stages_off: list[str] = Field(
         default_factory=list,
         description="Post-draft stages switched off by name: those of "

@@ -145,14 +145,16 @@ def chain_app(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterat
     app.close()
 
 
-LIM = ResearchLimits(max_workers=1, max_rounds=1, read_top=0, trail=False)
+LIM = ResearchLimits(max_workers=1, max_rounds=1, read_top=0, trail=False, chain_support=True)
 
 
 def _short(steps: list[dict[str, Any]], answer: str, labels: list[str]) -> dict[str, Any]:
     return {"steps": steps, "calculation": "", "answer": answer, "labels": labels, "answered": True}
 
 
-def _two_hop_run(app: Sourcebook, task: str, choices: list[str]) -> Any:
+def _two_hop_run(
+    app: Sourcebook, task: str, choices: list[str], limits: ResearchLimits = LIM
+) -> Any:
     born = pid_with(app, "was born in Kelmor")
     river = pid_with(app, "flows through Kelmor")
     planner = ScriptedLLM([plan(("q1", Q, []))])
@@ -182,7 +184,7 @@ def _two_hop_run(app: Sourcebook, task: str, choices: list[str]) -> Any:
         [_short(steps, "the Dravin River", ["E2"]), "Kelmor lies in a valley [E2]."]
     )
     writer.enqueue_choices(choices)
-    out = app.research(Q, models=models(planner, researcher, writer), task=task, limits=LIM)
+    out = app.research(Q, models=models(planner, researcher, writer), task=task, limits=limits)
     assert writer.pending == 0
     return out
 
@@ -211,3 +213,14 @@ def test_run_withholds_an_answer_whose_chain_breaks_and_keeps_what_the_sources_s
     assert CHAIN_HEAD_WITHHELD in lines and CHAIN_HEAD not in lines
     assert out.status == "insufficient_evidence"
     assert any(FACT2 in f.sentence for f in out.flagged_claims)
+
+
+def test_chain_support_is_off_by_default_and_the_answer_is_then_judged_whole(
+    chain_app: Sourcebook,
+) -> None:
+    assert ResearchLimits().chain_support is False
+    # links yes, body yes, and the answer line judged as a whole: "no"
+    off = LIM.model_copy(update={"chain_support": False})
+    out = _two_hop_run(chain_app, "chain-off", ["no", "yes", "yes", "yes"], limits=off)
+    assert out.markdown.splitlines()[0] == WITHHELD_ANSWER
+    assert CHAIN_HEAD_WITHHELD in out.markdown.splitlines()  # the links that stand are kept

@@ -26,7 +26,7 @@ STAGES: dict[str, str] = {
     "complete_citations": "also cite fetched passages holding what a sentence's citations lack",
     "claim_check": "flag sentences whose names and figures their cited passages lack",
     "support_check": "flag claims the model judges their cited passages do not state",
-    "chain_support": "let the answer stand on its chain of links, each checked on its passage",
+    "chain_support": "let the answer stand on its checked links (on with research.chain_support)",
     "withhold_answer": "state no answer when a check flags the answer line",
     "answer_consistency": "flag body sentences answering the question otherwise than the answer",
 }
