@@ -9,7 +9,7 @@ same conversation (it reuses what was read and searches again). "Research this" 
 conversation's current question, with what it read, to the research panel for a full run
 (``research_requested(name, question)``); "New conversation" starts over.
 
-Conversations are named when they start (``ask-YYYYMMDD-HHMMSS``) and kept in the task log, so
+Conversations are named when they start (``ask-YYYYMMDD-HHMMSS-xxxx``) and kept in the task log, so
 History lists them and :meth:`open_conversation` reopens one: its last checked answer is shown
 and a question that was interrupted is put back in the box, to resume with Enter.
 
@@ -21,6 +21,7 @@ here runs on the UI thread. The result of an operation the user abandoned is ign
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from typing import Any
 
@@ -157,7 +158,8 @@ class AskPanel(QWidget):
             except ConfigError as exc:
                 self.status.setText(f"{exc.message} {exc.hint or ''}".strip())
                 return
-            self._conversation = time.strftime("ask-%Y%m%d-%H%M%S")
+            # when it started, and four hex digits: two started in one second stay two
+            self._conversation = time.strftime("ask-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
         self._ask(text)
 
     def ask_follow_up(self) -> None:

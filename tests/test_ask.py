@@ -401,3 +401,23 @@ def test_eval_mode_ask_scores_ask_with_the_same_metrics(
     assert q["citation_precision"] == 1.0 and q["citation_recall"] == 1.0
     assert q["trust"]["asserted"] and q["trust"]["right"] and q["seconds"] > 0
     assert [c.kind for c in writer.history].count("stream") == 1
+
+
+def test_a_new_conversation_never_continues_an_old_one_opened_by_the_same_question(
+    research_app: Sourcebook,
+) -> None:
+    question = "What year was the Northport Harbor Authority founded?"
+    follow = "How many passengers do Eastline trains carry?"
+    riders = "About 30,000 a day [{30,000 passengers}]"
+    llm = PassageLLM([FOUNDED_ANSWER, riders, FOUNDED_ANSWER])
+    kw: dict[str, Any] = {"models": {"default": llm}, "boundary": PORTS, "limits": LIM}
+    first = research_app.ask(question, **kw)
+    name = first.task.split("/")[0]
+    research_app.ask(follow, conversation=name, **kw)
+    # the same question again, in a new conversation: not turn 3 of the old one
+    again = research_app.ask(question, **kw)
+    assert again.task == f"{name}-2/turn-1"
+    assert [t.question for t in research_app.conversation(name).turns] == [question, follow]
+    # asked once more with nothing after it, it is that conversation's saved answer
+    assert research_app.ask(question, **kw).task == f"{name}-2/turn-1"
+    assert llm.pending == 0

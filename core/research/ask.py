@@ -102,6 +102,21 @@ def conversation_name(question: str) -> str:
     return f"ask-{research_run.task_name(question)}"
 
 
+def new_conversation_name(log: TaskLog, question: str) -> str:
+    """The name of a new conversation opened by ``question``: the question's own name, as a
+    research task's is, so asking it again resumes or returns that conversation; but when a
+    conversation of that name went on to other questions, the next free ``NAME-2``, ``NAME-3``:
+    a new conversation never continues an old one."""
+    base = conversation_name(question)
+    number = 1
+    while True:
+        name = base if number == 1 else f"{base}-{number}"
+        asked = set(Conversation.load(log, name).started.values())
+        if not asked or asked == {question}:
+            return name
+        number += 1
+
+
 def ask_question(
     library: Library,
     log: TaskLog,
@@ -116,7 +131,7 @@ def ask_question(
     return the turn's checked report. Never raises for a turn that started (the status says
     what happened); raises before it starts for sources that do not exist and, with
     ``TaskBusyError``, when another live process holds the conversation."""
-    name = req.conversation or conversation_name(req.question)
+    name = req.conversation or new_conversation_name(log, req.question)
     stop = StopSignal(cancel)
     try:
         lease = log.acquire(name, on_lost=stop.set)
