@@ -208,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
                 "cpus": os.cpu_count(),
                 "loadavg_1_5_15_before": [round(x, 2) for x in load],
                 "loadavg_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
-                "note": "shared with other agents' builds and tests while measured: timings are "
-                "noisy, compare the two within one run only",
+                "note": "the two apps start in turns, so a change of load falls on both; "
+                "compare them within one run, and trust a run whose load stayed low",
             },
             "runs": args.runs,
             "idle_s": args.idle,
