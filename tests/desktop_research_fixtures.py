@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from research_fixtures import HARBOR, RAIL, SECRET, _pdf
+from research_fixtures import HARBOR, RAIL, SECRET, _pdf, act, notes, pid_with, plan
 
-from core.service import Sourcebook
+from core.service import Report, Sourcebook
 from core.settings import ResearchLimits, Settings
 from models.llm import ScriptedLLM
 
@@ -74,3 +74,39 @@ def make_service(desktop_library: Path, embedder: Any) -> Iterator[MakeService]:
     yield make
     for sb in made:
         sb.close()
+
+
+CHECKED_QUESTION = (
+    "When was the Northport Harbor Authority founded and how many ships came in 2019?"
+)
+
+
+@pytest.fixture
+def checked_report(make_service: MakeService) -> tuple[Sourcebook, Report, dict[str, str]]:
+    """A run whose report has two passages of one document (both [1]), a flagged claim and a
+    removed citation."""
+    planner, researcher, writer = ScriptedLLM(), ScriptedLLM(), ScriptedLLM()
+    svc = make_service(planner=planner, researcher=researcher, writer=writer)
+    ids = {"ships": pid_with(svc, "4,200 ships"), "park": pid_with(svc, "Ellen Park")}
+    planner.enqueue([plan(("q1", CHECKED_QUESTION, []))])
+    researcher.enqueue(
+        [
+            act("fetch_evidence", evidence_id=ids["ships"]),
+            act("fetch_evidence", evidence_id=ids["park"]),
+            act("finish"),
+            notes(
+                ("4,200 ships in 2019.", [ids["ships"]]),
+                ("Founded in 1921 by Mayor Ellen Park.", [ids["park"]]),
+            ),
+        ]
+    )
+    body = (
+        "The harbor handled 4,200 ships in 2019 [E1]. "
+        "Mayor Ellen Park founded the Northport Harbor Authority in 1921 [E2]. "
+        "Northport handled 9,900 ships in 2017 under Admiral Brooks [E1]."
+    )
+    writer.enqueue([body + " See also [E7].", body + " See also [E7]."])
+    report = svc.research(CHECKED_QUESTION, task="checked")
+    assert {c.evidence_id for c in report.citations} == set(ids.values())
+    assert report.flagged_claims and report.removed_citations
+    return svc, report, ids

@@ -9,14 +9,15 @@ from typing import Any
 
 import pytest
 from desktop_research_fixtures import (
+    CHECKED_QUESTION,
     MakeService,
+    checked_report,  # noqa: F401 - fixture
     desktop_library,  # noqa: F401 - fixture
     make_service,  # noqa: F401 - fixture
 )
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QMainWindow
-from research_fixtures import act, notes, pid_with, plan
 
 from core.errors import NotFoundError
 from core.service import Report, Sourcebook
@@ -25,40 +26,6 @@ from desktop import export_actions
 from desktop.export_actions import export_report_interactive
 from desktop.operations import Operations
 from desktop.report_view import ReportView, link_citations
-from models.llm import ScriptedLLM
-
-QUESTION = "When was the Northport Harbor Authority founded and how many ships came in 2019?"
-
-
-@pytest.fixture
-def checked_report(make_service: MakeService) -> tuple[Sourcebook, Report, dict[str, str]]:
-    """A run whose report has two passages of one document (both [1]), a flagged claim and a
-    removed citation."""
-    planner, researcher, writer = ScriptedLLM(), ScriptedLLM(), ScriptedLLM()
-    svc = make_service(planner=planner, researcher=researcher, writer=writer)
-    ids = {"ships": pid_with(svc, "4,200 ships"), "park": pid_with(svc, "Ellen Park")}
-    planner.enqueue([plan(("q1", QUESTION, []))])
-    researcher.enqueue(
-        [
-            act("fetch_evidence", evidence_id=ids["ships"]),
-            act("fetch_evidence", evidence_id=ids["park"]),
-            act("finish"),
-            notes(
-                ("4,200 ships in 2019.", [ids["ships"]]),
-                ("Founded in 1921 by Mayor Ellen Park.", [ids["park"]]),
-            ),
-        ]
-    )
-    body = (
-        "The harbor handled 4,200 ships in 2019 [E1]. "
-        "Mayor Ellen Park founded the Northport Harbor Authority in 1921 [E2]. "
-        "Northport handled 9,900 ships in 2017 under Admiral Brooks [E1]."
-    )
-    writer.enqueue([body + " See also [E7].", body + " See also [E7]."])
-    report = svc.research(QUESTION, task="checked")
-    assert {c.evidence_id for c in report.citations} == set(ids.values())
-    assert report.flagged_claims and report.removed_citations
-    return svc, report, ids
 
 
 def _click_link(qtbot: Any, view: ReportView, nth: int) -> None:
@@ -206,7 +173,7 @@ def test_export_each_format(
         assert data.startswith(b"%PDF")
     else:
         prov = json.loads(data)
-        assert prov["status"] == report.status and prov["question"] == QUESTION
+        assert prov["status"] == report.status and prov["question"] == CHECKED_QUESTION
         assert {c["evidence_id"] for c in prov["citations"]} == set(ids.values())
         assert prov["removed_citations"] and prov["flagged_claims"]
 

@@ -15,14 +15,13 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from desktop_research_fixtures import (
-    MakeService,
+    checked_report,  # noqa: F401 - fixture
     desktop_library,  # noqa: F401 - fixture
     make_service,  # noqa: F401 - fixture
 )
 from PySide6.QtCore import QEvent, QPoint
 from PySide6.QtGui import QHelpEvent, QTextCursor
 from PySide6.QtWidgets import QApplication, QToolTip
-from research_fixtures import act, notes, pid_with, plan
 
 from core.service import Report, Sourcebook
 from desktop.library_panel import LibraryPanel
@@ -30,39 +29,18 @@ from desktop.operations import Operations
 from desktop.report_marks import headline, link_flags
 from desktop.report_view import ReportView, status_text
 from desktop.search_results import ROLE_HTML, _document, mark_terms, query_terms, whole_words
-from models.llm import ScriptedLLM
 
 TIMEOUT = 30_000
-QUESTION = "How many ships did Northport handle in 2019, and when was its authority founded?"
 
 
 @pytest.fixture
-def flagged_run(make_service: MakeService) -> tuple[Report, dict[str, str]]:
+def flagged_run(
+    checked_report: tuple[Sourcebook, Report, dict[str, str]],
+) -> tuple[Report, dict[str, str]]:
     """A real scripted run: two supported claims, one the passages do not bear out (flagged),
     one citation of a passage never read (removed)."""
-    planner, researcher, writer = ScriptedLLM(), ScriptedLLM(), ScriptedLLM()
-    svc = make_service(planner=planner, researcher=researcher, writer=writer)
-    ids = {"ships": pid_with(svc, "4,200 ships"), "park": pid_with(svc, "Ellen Park")}
-    planner.enqueue([plan(("q1", QUESTION, []))])
-    researcher.enqueue(
-        [
-            act("fetch_evidence", evidence_id=ids["ships"]),
-            act("fetch_evidence", evidence_id=ids["park"]),
-            act("finish"),
-            notes(
-                ("4,200 ships in 2019.", [ids["ships"]]),
-                ("Founded in 1921 by Mayor Ellen Park.", [ids["park"]]),
-            ),
-        ]
-    )
-    body = (
-        "The harbor handled 4,200 ships in 2019 [E1]. "
-        "Mayor Ellen Park founded the Northport Harbor Authority in 1921 [E2]. "
-        "Northport handled 9,900 ships in 2017 under Admiral Brooks [E1]."
-    )
-    writer.enqueue([body + " See also [E7].", body + " See also [E7]."])
-    report = svc.research(QUESTION, task="marks")
-    assert report.status == "partial" and report.flagged_claims and report.removed_citations
+    _svc, report, ids = checked_report
+    assert report.status == "partial"
     return report, ids
 
 
