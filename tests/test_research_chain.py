@@ -13,6 +13,7 @@ from research_fixtures import _pdf, act, evidence, models, notes, pid_with, plan
 from core.library import Evidence
 from core.research import chain, support
 from core.research.chain import CHAIN_HEAD, CHAIN_HEAD_WITHHELD, carries, chain_block, chain_lines
+from core.research.citations import complete_citations
 from core.research.schemas import WITHHELD_ANSWER, ResearchLimits
 from core.service import Sourcebook
 from models.llm import ChatMessage, Choice, ScriptedLLM
@@ -152,8 +153,23 @@ def _short(steps: list[dict[str, Any]], answer: str, labels: list[str]) -> dict[
     return {"steps": steps, "calculation": "", "answer": answer, "labels": labels, "answered": True}
 
 
+STEPS = [
+    {"question": "Where was Tomas Varga born?", "answer": "Kelmor", "fact": FACT1, "label": "E1"},
+    {
+        "question": "Which river flows through Kelmor?",
+        "answer": "the Dravin River",
+        "fact": FACT2,
+        "label": "E2",
+    },
+]
+
+
 def _two_hop_run(
-    app: Sourcebook, task: str, choices: list[str], limits: ResearchLimits = LIM
+    app: Sourcebook,
+    task: str,
+    choices: list[str],
+    limits: ResearchLimits = LIM,
+    shorts: list[dict[str, Any]] | None = None,
 ) -> Any:
     born = pid_with(app, "was born in Kelmor")
     river = pid_with(app, "flows through Kelmor")
@@ -166,23 +182,8 @@ def _two_hop_run(
             notes((FACT1 + ".", [born]), (FACT2 + ".", [river])),
         ]
     )
-    steps = [
-        {
-            "question": "Where was Tomas Varga born?",
-            "answer": "Kelmor",
-            "fact": FACT1,
-            "label": "E1",
-        },
-        {
-            "question": "Which river flows through Kelmor?",
-            "answer": "the Dravin River",
-            "fact": FACT2,
-            "label": "E2",
-        },
-    ]
-    writer = ScriptedLLM(
-        [_short(steps, "the Dravin River", ["E2"]), "Kelmor lies in a valley [E2]."]
-    )
+    shorts = shorts if shorts is not None else [_short(STEPS, "the Dravin River", ["E2"])]
+    writer = ScriptedLLM([*shorts, "Kelmor lies in a valley [E2]."])
     writer.enqueue_choices(choices)
     out = app.research(Q, models=models(planner, researcher, writer), task=task, limits=limits)
     assert writer.pending == 0
@@ -224,3 +225,73 @@ def test_chain_support_is_off_by_default_and_the_answer_is_then_judged_whole(
     out = _two_hop_run(chain_app, "chain-off", ["no", "yes", "yes", "yes"], limits=off)
     assert out.markdown.splitlines()[0] == WITHHELD_ANSWER
     assert CHAIN_HEAD_WITHHELD in out.markdown.splitlines()  # the links that stand are kept
+
+
+def test_a_fact_cut_at_its_bound_is_no_link(chain_app: Sourcebook) -> None:
+    # a small model copying its passage past the fact's bound: the cut fact states nothing whole
+    copied = f"{FACT1} in 1931, " + "and the records of the parish say so " * 6
+    steps = [{**STEPS[0], "fact": copied}, STEPS[1]]
+    off = LIM.model_copy(update={"chain_support": False})
+    out = _two_hop_run(
+        chain_app,
+        "chain-cut-fact",
+        ["yes", "yes", "yes"],
+        limits=off,
+        shorts=[_short(steps, "the Dravin River", ["E2"])],
+    )
+    assert chain_lines(out.markdown) and all(FACT1 not in ln for ln in chain_lines(out.markdown))
+    assert "parish" not in out.markdown
+    assert any(FACT2 in ln for ln in chain_lines(out.markdown))
+
+
+def test_the_chain_comes_from_the_answer_that_was_kept(chain_app: Sourcebook) -> None:
+    # the first answer names what its passage lacks and is asked again; the retry is kept, and
+    # so are its steps: the chain never argues for the answer that was dropped
+    wrong_steps = [{**STEPS[0], "answer": "Oskelby", "fact": "Tomas Varga was born in Oskelby"}]
+    out = _two_hop_run(
+        chain_app,
+        "chain-retry",
+        ["yes", "yes", "yes"],
+        shorts=[
+            _short(wrong_steps, "the Oskel River", ["E2"]),
+            _short(STEPS, "the Dravin River", ["E2"]),
+        ],
+    )
+    assert out.markdown.splitlines()[0].startswith("**Answer:** the Dravin River [")
+    assert "Oskel" not in out.markdown
+    assert [ln.split(" [")[0] for ln in chain_lines(out.markdown)] == [f"- {FACT1}", f"- {FACT2}"]
+
+
+def test_citations_are_not_completed_on_the_chain_lines() -> None:
+    # a link names what its one passage lacks: it is flagged, not propped up by a second passage
+    link = f"- Tomas Varga was born in Kelmor by the Dravin River [{ID1}]."
+    md = f"{MARK} the Dravin River [{ID2}].\n\n{CHAIN_HEAD}\n{link}\n\n{link[2:]}"
+    keep = set(chain_lines(md)).__contains__
+    done, _ = complete_citations(md, _evidence, [ID1, ID2], Q, keep=keep)
+    assert link in done.splitlines()  # the link as it was
+    assert done.splitlines()[-1] == link[2:].replace(f"[{ID1}]", f"[{ID1}][{ID2}]")
+
+
+def test_with_the_body_off_the_answer_and_its_chain_are_the_report(chain_app: Sourcebook) -> None:
+    born = pid_with(chain_app, "was born in Kelmor")
+    river = pid_with(chain_app, "flows through Kelmor")
+    planner = ScriptedLLM([plan(("q1", Q, []))])
+    researcher = ScriptedLLM(
+        [
+            act("fetch_evidence", evidence_id=born),
+            act("fetch_evidence", evidence_id=river),
+            act("finish"),
+            notes((FACT1 + ".", [born]), (FACT2 + ".", [river])),
+        ]
+    )
+    writer = ScriptedLLM([_short(STEPS, "the Dravin River", ["E2"])])  # no body is scripted
+    writer.enqueue_choices(["yes", "yes"])  # the two links
+    limits = LIM.model_copy(update={"stages_off": ["body"]})
+    out = chain_app.research(
+        Q, models=models(planner, researcher, writer), task="chain-no-body", limits=limits
+    )
+    assert writer.pending == 0
+    assert out.status == "answered", out.status_reasons
+    lines = [ln for ln in out.markdown.split("## Sources")[0].splitlines() if ln.strip()]
+    assert lines[0].startswith("**Answer:** the Dravin River [")
+    assert lines[1:] == [CHAIN_HEAD, *chain_lines(out.markdown)] and len(lines) == 4

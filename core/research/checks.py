@@ -121,7 +121,10 @@ def finish_draft(
     assembled: dict[str, list[str]] = {}
     if stage_on(ctx, "complete_citations"):
         before = text
-        text, assembled = complete_citations(text, fetched_or_span, citable, st.question)
+        links = set(chain.chain_lines(text))
+        text, assembled = complete_citations(
+            text, fetched_or_span, citable, st.question, keep=links.__contains__
+        )
         record(ctx, "complete_citations", changes(before, text))
     st.removed = removed
     if removed:

@@ -364,6 +364,7 @@ def complete_citations(
     candidates: list[str],
     question: str = "",
     most: int = 2,
+    keep: Callable[[str], bool] = lambda _line: False,
 ) -> tuple[str, dict[str, list[str]]]:
     """A cited sentence naming what its cited passages lack also cites passages of
     ``candidates`` (those the run fetched, the writer's first) that hold it; returns the
@@ -378,16 +379,18 @@ def complete_citations(
     sentence is left as it is, for the claim check to flag. A small writer often cites only the
     passage about the answer, not the fetched one about the subject the sentence also names,
     or misnames what a fetched passage names ("II" written "III"): either way the passage
-    naming what the sentence lacked is added, and a sentence still not held stays flagged."""
+    naming what the sentence lacked is added, and a sentence still not held stays flagged.
+    Lines ``keep`` answers true for are left as they are (the answer's chain: each link must
+    hold on its one passage, so one that does not is flagged, not propped up)."""
     cited = set(_ID_TOKEN_RE.findall(markdown))
     held_by = {
         i: cited_text(ev) for i in dict.fromkeys(candidates) if (ev := evidence(i)) is not None
     }
     assembled: dict[str, list[str]] = {}
 
-    def completed(sentence: str, _line: str) -> str | None:
+    def completed(sentence: str, line: str) -> str | None:
         ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
-        if not ids:
+        if not ids or keep(line):
             return None
         derived = _calculated(sentence, question)[1]
         asserted = [t for t in key_terms(sentence) if t not in derived]

@@ -217,6 +217,9 @@ def notes_model(citable_ids: list[str]) -> type[BaseModel]:
     )
 
 
+FACT_MAX = 200  # characters of a short answer step's fact
+
+
 def short_answer_model(labels: list[str]) -> type[BaseModel]:
     """The report's first line: the question answered hop by hop from labelled passages.
 
@@ -231,7 +234,7 @@ def short_answer_model(labels: list[str]) -> type[BaseModel]:
         __config__=_FORBID,
         question=(Short(150), ...),
         answer=(Short(150), ...),
-        fact=(Short(200), ...),
+        fact=(Short(FACT_MAX), ...),
         label=(label | None, None),
     )
     return create_model(

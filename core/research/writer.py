@@ -26,7 +26,7 @@ from core.research.citations import (
 )
 from core.research.context import RunContext, invalid_output
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
-from core.research.schemas import ResearchNotes, ResearchPlan, short_answer_model
+from core.research.schemas import FACT_MAX, ResearchNotes, ResearchPlan, short_answer_model
 from core.research.tables import labelled_rows, runs_on
 from core.research.words import content_words
 from core.research.worked import worked_answer
@@ -274,6 +274,7 @@ def short_answer(
         return f"{ANSWER_MARK} {worked.answer}, worked out as {worked.calculation} {held}."
     line, cites, missing = _answer_line(data, answer, question, shown, labels)
     kind = unlike_asked(question, answer) if line else ""
+    chosen = data  # the output whose steps are the chain: the retry's when it is taken
     if missing or kind:
         # One more try, told what is wrong: an answer its cited passages do not state is
         # usually wrong (five of six were, for the 1.5B), and a small model may answer with a
@@ -296,7 +297,6 @@ def short_answer(
             if line2 and (bool(kind2), len(missing2)) < (bool(kind), len(missing)):
                 answer, line, cites, missing = answer2, line2, cites2, missing2
                 chosen = again
-    chosen = data
     if missing:
         # Still unsupported by its own labels: cite first the passages shown to the model that
         # hold all it names, when there are any. The 1.5B gave the right country of an author's
@@ -312,7 +312,13 @@ def short_answer(
             line = _line(answer, list(dict.fromkeys([*holders[:ANSWER_HOLDERS], *cites])))
     if not line:
         return ""
-    links = [(st["fact"], st["label"]) for st in chosen["steps"] if st["label"] and st["fact"]]
+    # A fact that fills its bound was cut mid-sentence (a small model copying its passage):
+    # it states nothing whole, so it is no link.
+    links = [
+        (st["fact"], st["label"])
+        for st in chosen["steps"]
+        if st["label"] and st["fact"] and len(st["fact"]) < FACT_MAX
+    ]
     chain = chain_block(links)
     return f"{line}\n\n{chain}" if chain else line
 
