@@ -11,8 +11,8 @@ its place. Reruns reuse finished replays (same tags).
 
 With ``--replay-from citations`` the drafts are reused too (``--replay-from`` of ``sourcebook
 eval``): every stage's code runs again on the logged model outputs and only the checks' model
-calls run anew, seconds a question; ``short_answer`` is then left out (switching it off changes
-what the writer is shown, which only a replay from the writing measures).
+calls run anew, seconds a question; ``short_answer`` and ``body`` are then left out (switching
+either off changes what the writer writes, which only a replay from the writing measures).
 
 Prints a table and saves ``bench/results/ablation_<dataset>.json`` (figures and question ids
 only: nothing of the benchmark's text). Usage:
@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from core.research.pipeline import STAGES  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+WRITING_STAGES = ("short_answer", "body")  # measured only by a replay from the writing
 FIGURES = (
     "f1_first",
     "citation_precision",
@@ -138,7 +139,7 @@ def main() -> int:
     args = p.parse_args()
     stages = ["none", *(args.stage or STAGES)]
     if args.replay_from == "citations":
-        stages = [s for s in stages if s != "short_answer"]
+        stages = [s for s in stages if s not in WRITING_STAGES]
     rows: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for stage in stages:

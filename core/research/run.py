@@ -178,7 +178,11 @@ def _leased_run(
         run = log.begin(
             task,
             req.question,
-            {"boundary": req.boundary.model_dump(mode="json"), "limits": req.limits.model_dump()},
+            {
+                "boundary": req.boundary.model_dump(mode="json"),
+                "limits": req.limits.model_dump(),
+                "models": {role: llm.name for role, llm in models.items()},  # for estimates
+            },
         )
     except RecordingFailed as exc:
         return Report(
@@ -268,14 +272,19 @@ def _run(
             answer = writer.short_answer(ctx, req.question, st.plan, evidence, labels)
             if answer and on_token is not None:
                 on_token(answer + "\n\n")
-        draft = writer.write(ctx, req.question, st.plan, notes, evidence, labels, on_token, answer)
+        bare = bool(answer) and not stage_on(ctx, "body")  # the answer and its chain only
+        draft = (
+            ""
+            if bare
+            else writer.write(ctx, req.question, st.plan, notes, evidence, labels, on_token, answer)
+        )
         draft = bracket_labels(draft, labels)
         by_id = {ev.evidence_id: ev.text for ev in evidence}
         quoted = {k: by_id[v] for k, v in labels.items()}
         draft = apply(ctx, "cite_quotations", draft, lambda d: cite_quotations(d, quoted))
         draft = apply(ctx, "method_talk", draft, writer.without_method_talk)
         fell_back = False
-        if not citation_tokens(draft):
+        if not bare and not citation_tokens(draft):
             fallback = writer.findings_report(notes)
             if fallback:
                 fell_back = True
