@@ -98,6 +98,14 @@ class ModelSettings(BaseModel):
         "research worker's next step continues from its last one instead of re-reading its "
         "whole conversation after another worker's turn (0: off).",
     )
+    prompt_lookup_tokens: int = Field(
+        0,
+        ge=0,
+        le=16,
+        description="llama.cpp: draft this many tokens by looking up the text just written in "
+        "the prompt (prompt-lookup decoding), checked by the model in one batch; speeds up "
+        "output that copies the passages (0: off; bench/prompt_lookup.py measures it).",
+    )
     embedder_threads: int = Field(2, ge=1, description="CPU threads for the embedder.")
     embedder_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(
         "onnx-int8",
@@ -170,6 +178,12 @@ class ResearchLimits(BaseModel):
         description="A worker's first steps are searches for its query (saves a model call), "
         "for what the queries it builds on found, and for the line items of a financial "
         "metric it names (core.research.line_items).",
+    )
+    tool_loop: bool = Field(
+        True,
+        description="After its automatic searches, a worker's model chooses its next tool "
+        "calls, one model call per step; off, it reads its best hits (read_top) and writes its "
+        "notes: one model call per worker (bench/research_speed.py measures both).",
     )
 
     @field_validator("stages_off")

@@ -703,3 +703,25 @@ def test_resume_after_clarify_keeps_the_runs_boundary(research_app: Sourcebook) 
     )
     info, _ = research_app.task("clar-bound")
     assert info.params.get("boundary", {}).get("collections") == ["ports"]
+
+
+def test_without_the_tool_loop_a_worker_reads_its_best_hits_in_one_model_call(
+    research_app: Sourcebook,
+) -> None:
+    ships = pid_with(research_app, "4,200 ships")
+    planner = ScriptedLLM([plan(("q1", SHIPS_Q, []))])
+    # no action is scripted: the only researcher call is the notes
+    researcher = ScriptedLLM([notes(("4,200 ships in 2019.", [ships]))])
+    writer = ScriptedLLM(["Northport harbor handled 4,200 ships in 2019 [E1]."])
+    limits = LIM.model_copy(update={"tool_loop": False})
+    report = research_app.research(
+        SHIPS_Q, models=models(planner, researcher, writer), task="no-loop", limits=limits
+    )
+    assert researcher.pending == 0
+    n = report.notes[0]
+    assert n.stop_reason == "read_best" and n.steps == 0
+    assert ships in n.fetched_ids and len(n.fetched_ids) == limits.read_top
+    assert report.status == "answered", report.status_reasons
+    spans = research_app.task("no-loop")[1]
+    calls = [s.name for s in spans if s.kind == "model" and s.name.startswith("researcher/")]
+    assert calls == ["researcher/r1/q1/notes"]
