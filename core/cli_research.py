@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from core.cli_progress import ResearchProgress
 from core.errors import ConfigError, ModelError
 from core.eval_metrics import shareable
 from core.export import BINARY_FORMATS, FORMATS, ExportFormat, format_for
@@ -224,12 +225,15 @@ def cmd_research(app: Sourcebook, args: argparse.Namespace) -> int:
                     print(f"  - {q}")
                 return EXIT_PARTIAL
         quiet = args.quiet
+        limits = app.research_limits(trail=True) if args.trail else None
+        progress = ResearchProgress(
+            None if quiet else app.research_estimate(models=models, limits=limits, route=args.route)
+        )
+        progress.start()
 
         def on_event(ev: RunEvent) -> None:
-            if quiet:
-                return
-            who = f"[{ev.worker}] " if ev.worker else ""
-            print(f"… {ev.stage or ev.kind}: {who}{ev.text}".rstrip(": "), file=sys.stderr)
+            if not quiet:
+                progress.event(ev)
 
         streamed: list[str] = []
 
@@ -254,7 +258,7 @@ def cmd_research(app: Sourcebook, args: argparse.Namespace) -> int:
         report = research(
             models=models,
             fresh=args.fresh,
-            limits=app.research_limits(trail=True) if args.trail else None,
+            limits=limits,
             on_event=on_event,
             on_token=on_token,
         )

@@ -17,15 +17,22 @@ A run goes through up to three steps, each optional but the last:
    cancel event; ``core`` stops at its next step and returns a report with status
    ``cancelled``, which the task log keeps so the run can be resumed.
 
+Before Start, a line says how long a run is likely to take here (``EstimateLabel``: the median
+of earlier runs with the same models and limits); while a run goes, the progress view ticks its
+elapsed and remaining time. A run may be left going while the analyst reads or asks elsewhere
+(it allows ``beside`` work, an Ask, to share the model between its calls).
+
 When a run returns, ``report_ready(Report)`` is emitted (whatever the status; the report view
-states it plainly). :meth:`resume` reruns a named task: ``core`` reuses every step its log
-completed, so only the missing work runs again.
+states it plainly), and "Open the report" stays to open it again (a run that finished while the
+analyst was elsewhere is opened from here). :meth:`resume` reruns a named task: ``core`` reuses
+every step its log completed, so only the missing work runs again.
 
 Task names: a new run is named by ``core`` from the question (as on the command line), so asking
 the same question again resumes or reopens that task. A run with an edited plan is named after
 the question *and* the plan, because ``core`` would otherwise reuse the plan it recorded first.
 
-Threading: every ``core`` call goes through ``Operations`` (model calls with ``exclusive=True``);
+Threading: every ``core`` call goes through ``Operations`` (model calls with ``exclusive=True``,
+the run itself with ``allow_beside=True``);
 events from ``core``'s worker threads reach this widget through the operation's progress signal,
 so every method here runs on the UI thread. Results of an operation the user abandoned (a newer
 one was started) are ignored.
@@ -41,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QFormLayout,
@@ -63,6 +70,7 @@ from core.service import (
     Report,
     ResearchLimits,
     ResearchPlan,
+    RunEstimate,
     RunEvent,
     Sourcebook,
     TaskInfo,
@@ -78,6 +86,7 @@ from desktop.research_inputs import (
     SourcePicker,
     starter_plan,
 )
+from desktop.run_estimate import EstimateLabel
 from desktop.run_progress import RunProgressView
 
 logger = logging.getLogger(__name__)
@@ -132,9 +141,11 @@ class ResearchPanel(QWidget):
         self._request: RunRequest | None = None
         self._handle: OpHandle[Any] | None = None
         self._started_at = 0.0
+        self._last_report: Report | None = None
         self._build()
         ops.library_did_change.connect(self._library_changed)
         self.reload_sources()
+        self.estimate.refresh()
         self._sync()
 
     # ------------------------------------------------------------------ layout
@@ -176,6 +187,11 @@ class ResearchPanel(QWidget):
         self.cancel_btn.setObjectName("research-cancel")
         self.cancel_btn.setToolTip("Stop at the next step (Esc). The task can be resumed later.")
         self.cancel_btn.clicked.connect(self.cancel)
+        self.open_report_btn = QPushButton("Open the report")
+        self.open_report_btn.setObjectName("research-open-report")
+        self.open_report_btn.setToolTip("Open the report of the run that finished")
+        self.open_report_btn.clicked.connect(self.open_last_report)
+        self.estimate = EstimateLabel(self._service, self._ops)
 
         self.clarify_box = QGroupBox("Clarifying questions")
         self.clarify_form = QFormLayout()
@@ -237,8 +253,9 @@ class ResearchPanel(QWidget):
         root = QVBoxLayout(self)
         root.addWidget(question_label)
         root.addWidget(self.question)
-        root.addLayout(_row(self.start_btn, self.cancel_btn))
+        root.addLayout(_row(self.start_btn, self.cancel_btn, self.open_report_btn))
         root.addWidget(self.options)
+        root.addWidget(self.estimate)
         root.addWidget(self._split, 1)
         root.addWidget(self.status)
         self._summarise_options()
@@ -266,9 +283,25 @@ class ResearchPanel(QWidget):
         """True while a model call of this panel is in flight."""
         return self._phase in (CLARIFYING, RUNNING)
 
+    @property
+    def last_report(self) -> Report | None:
+        """The report of the run that returned last (None before one, or after New)."""
+        return self._last_report
+
+    def open_last_report(self) -> None:
+        """Open the finished run's report (``report_ready`` again)."""
+        if self._last_report is not None:
+            self.report_ready.emit(self._last_report)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self.busy:  # the settings or the history may have changed meanwhile
+            self.estimate.refresh()
+
     def start_new(self) -> None:
         """Clear the form and focus the question box (a running run keeps going)."""
         if not self.busy:
+            self._last_report = None
             self.question.clear()
             self._back_to_idle()
             self.progress.reset()
@@ -506,6 +539,10 @@ class ResearchPanel(QWidget):
         self.status.setText(f"{what}…{note}")
         gen = self._generation
         svc = self._service
+        known = self.estimate.estimate if req.limits is None else None
+        self.progress.start_clock(known)
+        if known is None:  # read for this run's limits (it comes while the run starts)
+            self.estimate.read(req.limits, lambda est: self._run_estimate(est, gen))
 
         def work(ctx: OpContext) -> Report:
             token = lambda tok: ctx.progress(RunEvent(kind="token", text=tok))  # noqa: E731
@@ -530,10 +567,15 @@ class ResearchPanel(QWidget):
             work,
             label=f"Research: {req.question[:60]}",
             exclusive=True,
+            allow_beside=True,  # an Ask may share the model meanwhile
             on_progress=lambda ev: self._on_event(ev, gen),
             on_success=lambda report: self._finished(report, gen),
             on_error=lambda exc: self._failed(exc, gen),
         )
+
+    def _run_estimate(self, estimate: RunEstimate, gen: int) -> None:
+        if gen == self._generation and self._phase == RUNNING:
+            self.progress.set_estimate(estimate)
 
     def _on_event(self, event: object, gen: int) -> None:
         if gen == self._generation and isinstance(event, RunEvent):
@@ -544,7 +586,10 @@ class ResearchPanel(QWidget):
         if gen != self._generation:
             return
         self._handle = None
+        self._last_report = report
+        self.progress.stop_clock()
         self._set_phase(IDLE)
+        self.estimate.refresh()  # this run is history now
         lines = [status_text(report.status)]
         if report.created_at.timestamp() < self._started_at - 1:
             when = report.created_at.astimezone().strftime("%Y-%m-%d %H:%M")
@@ -560,6 +605,7 @@ class ResearchPanel(QWidget):
             logger.info("an abandoned research step failed: %s", exc)
             return
         self._handle = None
+        self.progress.stop_clock()
         self._set_phase(IDLE)
         what = exc.message if isinstance(exc, SourcebookError) else str(exc)
         self.status.setText(f"Stopped: {what}")
@@ -591,6 +637,8 @@ class ResearchPanel(QWidget):
         idle = self._phase == IDLE
         self.start_btn.setEnabled(idle)
         self.cancel_btn.setEnabled(not idle)
+        self.open_report_btn.setVisible(idle and self._last_report is not None)
+        self.estimate.setVisible(self._phase != RUNNING)  # the run's clock says it then
         for w in (self.question, self.sources, self.clarify_check, self.plan_check):
             w.setEnabled(idle)
         self.clarify_box.setVisible(self._phase == ANSWERING)

@@ -10,6 +10,10 @@ A worker event's text is free-form; the view recognises ``researching: QUERY``, 
 N finding(s)`` and, when ``core`` reports it, ``K/L tool calls`` (shown in its own column);
 any other text is shown as what the worker is doing now.
 
+Above them, the run's clock (``core``'s ``RunClock``): time elapsed overall and in the current
+stage and, when earlier runs here give an estimate, the time likely left; a one-second timer
+ticks it while the run goes.
+
 Threading: UI thread only. The research panel delivers events here through ``Operations``'
 progress signal (events are produced on worker threads).
 """
@@ -18,6 +22,8 @@ from __future__ import annotations
 
 import logging
 import re
+import time
+from collections.abc import Callable
 
 from PySide6.QtCore import QRect, QSize, Qt, QTimer
 from PySide6.QtGui import QTextCursor
@@ -33,7 +39,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.service import RunEvent
+from core.service import RunClock, RunEstimate, RunEvent
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +88,13 @@ class RunProgressView(QWidget):
             self._stage_labels[key] = label
             strip.addWidget(label)
         strip.addStretch(1)
+        self.clock_label = QLabel()
+        self.clock_label.setObjectName("run-clock")
+        self.clock_label.setTextFormat(Qt.TextFormat.PlainText)
+        self._clock: RunClock | None = None
+        self._ticker = QTimer(self)
+        self._ticker.setInterval(1000)
+        self._ticker.timeout.connect(self._show_clock)
         self.detail = QLabel()
         self.detail.setObjectName("stage-detail")
         self.detail.setWordWrap(True)
@@ -118,6 +131,7 @@ class RunProgressView(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(strip)
+        lay.addWidget(self.clock_label)
         lay.addWidget(self.detail)
         lay.addWidget(split, 1)
         self.reset()
@@ -142,7 +156,38 @@ class RunProgressView(QWidget):
         self.workers.clear()
         self.draft.clear()
         self.detail.setText("")
+        self._ticker.stop()
+        self._clock = None
+        self.clock_label.setText("")
+        self.clock_label.setToolTip("")
         self._paint()
+
+    def start_clock(
+        self, estimate: RunEstimate | None = None, *, now: Callable[[], float] = time.monotonic
+    ) -> None:
+        """The run starts now: tick its elapsed time (and remaining, given an estimate)."""
+        self._clock = RunClock(estimate, now=now)
+        self.set_estimate(estimate)
+        self._ticker.start()
+
+    def set_estimate(self, estimate: RunEstimate | None) -> None:
+        """The estimate for the run (it is read in the background, so it may come late)."""
+        if self._clock is None:
+            return
+        self._clock.estimate = estimate
+        self.clock_label.setToolTip(estimate.summary() if estimate is not None else "")
+        self._show_clock()
+
+    def stop_clock(self) -> None:
+        """The run returned: the clock stops at its total."""
+        if self._clock is not None:
+            self._clock.on_stage("done")
+            self._show_clock()
+        self._ticker.stop()
+
+    @property
+    def clock_text(self) -> str:
+        return self.clock_label.text()
 
     def apply(self, event: RunEvent) -> None:
         """Show one event."""
@@ -174,7 +219,22 @@ class RunProgressView(QWidget):
 
     # ------------------------------------------------------------------ internals
 
+    def _show_clock(self) -> None:
+        if self._clock is None:
+            return
+        reading = self._clock.read()
+        text = reading.line()
+        est = self._clock.estimate
+        if est is not None and not est.available and not reading.done:
+            text += " · no estimate yet (no earlier run here with this model)"
+        self.clock_label.setText(text)
+        if reading.done:
+            self._ticker.stop()
+
     def _on_stage(self, event: RunEvent) -> None:
+        if self._clock is not None:
+            self._clock.on_stage(event.stage)
+            self._show_clock()
         key = _STAGE_ALIASES.get(event.stage, event.stage)
         if key in self._stage_labels:
             self._stage = key
