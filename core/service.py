@@ -25,6 +25,7 @@ from core.render import RenderedPage
 from core.research import ResearchRequest, clarify_questions, draft_plan, run_research
 from core.research.ask import AskRequest, ask_question
 from core.research.conversation import AskTurn, Conversation, is_turn, seed_notes
+from core.research.estimate import ClockReading, RunClock, RunEstimate, estimate, recorded_runs
 from core.research.schemas import (
     Boundary,
     CitationRecord,
@@ -54,6 +55,7 @@ __all__ = [
     "AskTurn",
     "Boundary",
     "CitationRecord",
+    "ClockReading",
     "Collection",
     "Conversation",
     "Document",
@@ -68,6 +70,8 @@ __all__ = [
     "Report",
     "ResearchLimits",
     "ResearchPlan",
+    "RunClock",
+    "RunEstimate",
     "RunEvent",
     "SearchHit",
     "Settings",
@@ -159,8 +163,14 @@ class Sourcebook:
         first = out.get("planner") or next(iter(built.values()))
         out.setdefault("clarifier", first)
         out["default"] = first
+        old: dict[str, LLM] | None
         with self._lock:
-            old, self._llms, self._owns_llms = self._llms, out, True
+            if self._llms is not None and not (default or overrides):
+                # Another thread built them meanwhile (a run and an Ask starting together):
+                # theirs may be in use already, so keep theirs and drop these unused ones.
+                out, old = dict(self._llms), out
+            else:
+                old, self._llms, self._owns_llms = self._llms, out, True
         if old:
             _close_models(old.values())
         return dict(out)
@@ -278,6 +288,24 @@ class Sourcebook:
     def research_limits(self, **changes: object) -> ResearchLimits:
         """The settings' research limits, with ``changes`` (e.g. a stage off), validated."""
         return ResearchLimits.model_validate({**self.settings.research.model_dump(), **changes})
+
+    def research_estimate(
+        self,
+        *,
+        models: Mapping[str, LLM] | None = None,
+        limits: ResearchLimits | None = None,
+        route: bool = False,
+    ) -> RunEstimate:
+        """How long a run with these models (default: :meth:`role_models`) and limits (default:
+        the settings') is likely to take here, from earlier runs' recorded stage times (see
+        :mod:`core.research.estimate`). A few quick task-log reads."""
+        names = {r: m.name for r, m in (models or self.role_models()).items()}
+        chosen = (limits or self.research_limits()).model_dump()
+        log = self.task_log()
+        try:
+            return estimate(recorded_runs(log, names), names, chosen, route=route)
+        finally:
+            log.close()
 
     def research(
         self,

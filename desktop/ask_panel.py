@@ -13,7 +13,8 @@ Conversations are named when they start (``ask-YYYYMMDD-HHMMSS-xxxx``) and kept 
 History lists them and :meth:`open_conversation` reopens one: its last checked answer is shown
 and a question that was interrupted is put back in the box, to resume with Enter.
 
-Threading: every ``core`` call goes through ``Operations`` (model work with ``exclusive=True``);
+Threading: every ``core`` call goes through ``Operations`` (model work with ``beside=True``, so
+an Ask may run while a research run goes on);
 tokens and stages reach this widget through the operation's progress signal, so every method
 here runs on the UI thread. The result of an operation the user abandoned is ignored.
 """
@@ -246,7 +247,7 @@ class AskPanel(QWidget):
         self._handle = self._ops.run(
             work,
             label=f"Ask: {question[:60]}",
-            exclusive=True,
+            beside=True,  # not behind a research run: its calls queue between the run's
             on_progress=guarded(self, lambda ev: self._progress(ev, gen)),
             on_success=guarded(self, lambda report: self._answered(report, gen)),
             on_error=guarded(self, lambda exc: self._failed(exc, gen)),

@@ -48,7 +48,7 @@ from desktop.history_panel import HistoryPanel
 from desktop.library_panel import LibraryPanel
 from desktop.operations import Operations, OpHandle
 from desktop.pane_memory import PaneMemory
-from desktop.report_view import ReportView
+from desktop.report_view import ReportView, status_short
 from desktop.research_panel import ResearchPanel
 from desktop.settings_dialog import SettingsDialog
 
@@ -247,6 +247,7 @@ class MainWindow(QMainWindow):
         self.ask_panel.citation_activated.connect(self.show_citation)
         self.ask_panel.answered.connect(lambda _report: self.history_panel.refresh())
         self.ask_panel.research_requested.connect(self.research_conversation)
+        self.centre.currentChanged.connect(lambda _i: self._clear_finished_mark())
 
     def _busy_changed(self, count: int) -> None:
         labels = [h.label for h in self.ops.running]
@@ -288,8 +289,26 @@ class MainWindow(QMainWindow):
         self.centre.setCurrentWidget(self.report_view)
 
     def _report_ready(self, report: Report) -> None:
-        self.show_report(report)
         self.history_panel.refresh()
+        if self.centre.currentWidget() is self.research_panel:
+            self.show_report(report)
+            return
+        # The run went on in the background while the analyst read or asked elsewhere: say it
+        # finished, and leave what is on screen alone (the Research tab opens the report).
+        i = self.centre.indexOf(self.research_panel)
+        self.centre.setTabText(i, "&Research ●")
+        self.centre.setTabToolTip(i, "The research run finished: open its report here")
+        self.statusBar().showMessage(
+            f"Research finished: {status_short(report.status).lower()} — open the report "
+            "from the Research tab"
+        )
+
+    def _clear_finished_mark(self) -> None:
+        i = self.centre.indexOf(self.research_panel)
+        if self.centre.currentIndex() == i and self.centre.tabText(i) != "&Research":
+            self.centre.setTabText(i, "&Research")
+            self.centre.setTabToolTip(i, "")
+            self.statusBar().clearMessage()
 
     def open_report(self, task_name: str) -> None:
         service = self.service

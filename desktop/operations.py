@@ -9,7 +9,13 @@ Two pools:
 * ``exclusive=True`` work (library writes, model calls: anything that must not overlap) runs on
   a one-thread pool, in submission order, like Anki's collection executor;
 * everything else (reads such as search, evidence lookups, page rendering, export) runs on a
-  small shared pool.
+  small shared pool;
+* ``beside=True`` work (an Ask: model calls that only read the library) runs on a one-thread
+  lane of its own, so it need not wait minutes behind a research run, which is started with
+  ``allow_beside=True``. Beside work waits while any other exclusive work runs (a library write,
+  a settings save that closes the models) and such work waits for it: only a run that allows it
+  shares its time. The model is shared safely: it serves one call at a time on its own worker
+  thread, so an Ask's calls queue between the run's (``models.llamacpp``).
 
 Cancellation is cooperative: each operation gets an :class:`OpContext` whose ``cancel`` event is
 set by :meth:`OpHandle.cancel`; ``core`` checks it between steps.
@@ -17,9 +23,11 @@ set by :meth:`OpHandle.cancel`; ``core`` checks it between steps.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
@@ -96,17 +104,60 @@ class OpHandle(QObject, Generic[T]):
         self.finished.emit()
 
 
+class _Gate:
+    """Which exclusive and beside work may overlap (module docstring); worker threads only."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._beside = 0  # beside operations running
+        self._blocking = 0  # exclusive operations running or waiting that allow none beside
+
+    @contextlib.contextmanager
+    def exclusive(self, allow_beside: bool) -> Iterator[None]:
+        if allow_beside:
+            yield
+            return
+        with self._cond:
+            self._blocking += 1
+            self._cond.wait_for(lambda: self._beside == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._blocking -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def beside(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: self._blocking == 0)
+            self._beside += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._beside -= 1
+                self._cond.notify_all()
+
+
 class _Runnable(QRunnable):
-    def __init__(self, fn: Callable[[OpContext], Any], handle: OpHandle[Any]) -> None:
+    def __init__(
+        self,
+        fn: Callable[[OpContext], Any],
+        handle: OpHandle[Any],
+        gate: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+    ) -> None:
         super().__init__()
         self._fn = fn
         self._handle = handle
+        self._gate = gate or contextlib.nullcontext
         self.setAutoDelete(True)
 
     def run(self) -> None:  # worker thread
         handle = self._handle
         try:
-            result = self._fn(OpContext(handle))
+            with self._gate():
+                result = self._fn(OpContext(handle))
         except BaseException as exc:  # every failure reaches the UI
             if not isinstance(exc, Exception):
                 logger.error("operation %r raised %r", handle.label, exc)
@@ -133,6 +184,9 @@ class Operations(QObject):
         self._exclusive.setMaxThreadCount(1)
         self._shared = QThreadPool(self)
         self._shared.setMaxThreadCount(max(1, readers))
+        self._beside = QThreadPool(self)
+        self._beside.setMaxThreadCount(1)
+        self._gate = _Gate()
         self._running: list[OpHandle[Any]] = []
 
     def run(
@@ -144,11 +198,14 @@ class Operations(QObject):
         on_error: Callable[[BaseException], None] | None = None,
         on_progress: Callable[[Any], None] | None = None,
         exclusive: bool = False,
+        allow_beside: bool = False,
+        beside: bool = False,
     ) -> OpHandle[T]:
         """Start ``fn(ctx)`` on a worker thread and return its handle.
 
         Callbacks run on the UI thread. Without ``on_error`` a failure goes to
-        ``operation_failed`` (the main window turns it into an error dialog).
+        ``operation_failed`` (the main window turns it into an error dialog). ``beside`` and
+        ``allow_beside``: see the module docstring.
         """
         handle: OpHandle[T] = OpHandle(label, self)
         if on_progress is not None:
@@ -162,8 +219,13 @@ class Operations(QObject):
         handle.finished.connect(lambda h=handle: self._finished(h))
         self._running.append(handle)
         self.busy_changed.emit(len(self._running))
-        pool = self._exclusive if exclusive else self._shared
-        pool.start(_Runnable(fn, handle))
+        if beside:
+            self._beside.start(_Runnable(fn, handle, self._gate.beside))
+        elif exclusive:
+            gate = functools.partial(self._gate.exclusive, allow_beside)
+            self._exclusive.start(_Runnable(fn, handle, gate))
+        else:
+            self._shared.start(_Runnable(fn, handle))
         return handle
 
     @property
@@ -175,10 +237,11 @@ class Operations(QObject):
             h.cancel()
 
     def wait(self, msecs: int = -1) -> bool:
-        """Block until both pools are idle (for shutdown and tests)."""
+        """Block until every pool is idle (for shutdown and tests)."""
         a = self._exclusive.waitForDone(msecs)
         b = self._shared.waitForDone(msecs)
-        return a and b
+        c = self._beside.waitForDone(msecs)
+        return a and b and c
 
     def _finished(self, handle: OpHandle[Any]) -> None:
         if handle in self._running:
