@@ -72,6 +72,7 @@ def build_roles(
                 context_size=settings.context_size,
                 models_cache_dir=models_cache_dir(),
                 prompt_cache_mb=settings.prompt_cache_mb,
+                prompt_lookup_tokens=settings.prompt_lookup_tokens,
             ),
         )
 

@@ -187,6 +187,7 @@ class LlamaCppLLM(BaseLLM):
         prepare: Callable[[], Path] | None = None,
         verbose: bool = False,
         prompt_cache_bytes: int = 0,
+        prompt_lookup_tokens: int = 0,
         probe: Callable[[Path], object] | None = check_runtime,
     ) -> None:
         """``prepare``, if given, runs once on the worker before loading and returns the file to
@@ -201,7 +202,12 @@ class LlamaCppLLM(BaseLLM):
         continues from it instead of reading its whole text again. Research workers take turns
         on the one model, so without it each worker's next step re-read its whole conversation
         (bench/llm_turns.py, 1.5B, 2 cores, three turn-taking 1,000-1,350-token conversations:
-        a later turn 14.0 s re-reading, 3.5 s continued from its kept state)."""
+        a later turn 14.0 s re-reading, 3.5 s continued from its kept state).
+
+        ``prompt_lookup_tokens`` > 0 drafts that many tokens ahead by finding the text just
+        written in the prompt (llama.cpp's prompt-lookup decoding), and the model checks the
+        draft in one batch: output that copies the passages is written several tokens a step.
+        The model still chooses every token (bench/prompt_lookup.py compares outputs)."""
         super().__init__(name or model_path.stem)
         self.model_path = model_path
         self._n_threads = n_threads
@@ -211,6 +217,7 @@ class LlamaCppLLM(BaseLLM):
         self._prepare = prepare
         self._verbose = verbose
         self._prompt_cache_bytes = prompt_cache_bytes
+        self._prompt_lookup_tokens = prompt_lookup_tokens
         self._probe = probe
         self._local = threading.local()
         self._executor = ThreadPoolExecutor(
@@ -253,6 +260,11 @@ class LlamaCppLLM(BaseLLM):
                 hint="Load one first: models.probe.check_runtime (the default probe) does.",
             )
         started = time.monotonic()
+        draft = None
+        if self._prompt_lookup_tokens > 0:
+            from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+            draft = LlamaPromptLookupDecoding(num_pred_tokens=self._prompt_lookup_tokens)
         try:
             llama = _llama_class()(
                 model_path=str(self.model_path),
@@ -262,6 +274,10 @@ class LlamaCppLLM(BaseLLM):
                 n_batch=min(self._n_batch, self._n_ctx),
                 seed=self._seed if self._seed is not None else 0xFFFFFFFF,
                 verbose=self._verbose,
+                draft_model=draft,
+                # a draft is checked on every position's logits; llama-cpp-python sizes its
+                # logits buffer by this flag alone, so it must be set with a draft model
+                logits_all=draft is not None,
             )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelFileError(f"llama.cpp could not load {self.model_path}: {exc}.") from exc

@@ -33,6 +33,9 @@ class BackendOptions(BaseModel):
     prompt_cache_mb: int = Field(
         default=0, ge=0, description="llama.cpp: memory for kept model states (0: none)."
     )
+    prompt_lookup_tokens: int = Field(
+        default=0, ge=0, le=16, description="llama.cpp: prompt-lookup draft length (0: off)."
+    )
     verbose: bool = False
 
 
@@ -100,6 +103,7 @@ def _llamacpp_factory(entry: ModelEntry, options: BackendOptions) -> LLM:
         prepare=prepare,
         verbose=options.verbose,
         prompt_cache_bytes=options.prompt_cache_mb << 20,
+        prompt_lookup_tokens=options.prompt_lookup_tokens,
         probe=functools.partial(check_runtime, cache_dir=options.models_cache_dir),
     )
 

@@ -231,3 +231,49 @@ def test_local_choose_reads_probabilities_and_reuses_the_prompt_prefix(
 def test_http_choose_answers_one_of_the_options(http_llm: OpenAICompatibleLLM) -> None:
     got = http_llm.choose(_judge("Marta Kovac was born in Split."), ["yes", "no"])
     assert got.option in ("yes", "no") and got.probabilities[got.option] == 1.0
+
+
+class Copy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sentence: str = Field(max_length=200)
+
+
+def test_prompt_lookup_drafts_from_the_prompt_and_keeps_output_valid(
+    fast_model_path: Path,
+) -> None:
+    """With prompt lookup on, the model is offered drafts found in its prompt while it copies,
+    under the schema's grammar and beside kept states, and the output still fits the schema."""
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    llm = LlamaCppLLM(
+        fast_model_path,
+        n_ctx=2048,
+        n_threads=2,
+        seed=7,
+        prompt_cache_bytes=64 << 20,
+        prompt_lookup_tokens=4,
+    )
+    try:
+        llm.load()
+        draft = llm._llama.draft_model
+        assert isinstance(draft, LlamaPromptLookupDecoding)
+        drafted: list[int] = []
+        offer = draft.__call__
+
+        def counting(input_ids: object, /, **kw: object) -> object:
+            out = offer(input_ids, **kw)  # type: ignore[arg-type]
+            drafted.append(len(out))
+            return out
+
+        llm._llama.draft_model = counting
+        text = "Marta Kovac was born in 1961 in Split, a port town, and later studied in Vienna."
+        msgs = [
+            ChatMessage(role="system", content="You copy sentences exactly."),
+            ChatMessage(role="user", content=f"Copy this sentence: {text}"),
+        ]
+        out = llm.complete_json(msgs, Copy, max_tokens=80)
+        assert isinstance(out, Copy) and out.sentence
+        assert sum(drafted) > 0  # tokens were drafted from the prompt
+        assert llm.chat(msgs, max_tokens=40, temperature=0.0).text
+    finally:
+        llm.close()
