@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import pymupdf
 import pytest
 
+from core.cli_research import add_parsers
 from core.library import Evidence
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
@@ -133,3 +135,12 @@ def worker_script(query: str, ev_id: str, claim: str) -> list[Any]:
 
 def models(planner: ScriptedLLM, researcher: ScriptedLLM, writer: ScriptedLLM) -> dict[str, Any]:
     return {"planner": planner, "researcher": researcher, "writer": writer, "default": planner}
+
+
+def run_cli(app: Sourcebook, argv: list[str], llms: dict[str, Any]) -> int:
+    """Run a research-side CLI command (research, eval, tasks, ...) on ``app`` with ``llms``."""
+    p = argparse.ArgumentParser()
+    handlers = add_parsers(p.add_subparsers(dest="command"))
+    args = p.parse_args(argv)
+    args.models = llms
+    return handlers[args.command](app, args)

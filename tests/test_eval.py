@@ -4,7 +4,6 @@ corpus and a tiny FinanceBench-format folder with scripted models, and a cheap r
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -12,9 +11,8 @@ from typing import Any
 import pytest
 from conftest import shared_eval
 from pdfgen import make_multipage_pdf, write_pdf
-from research_fixtures import act, notes, plan
+from research_fixtures import act, notes, plan, run_cli
 
-from core.cli_research import add_parsers
 from core.errors import ConfigError, NotFoundError
 from core.eval import Evaluator, load_questions, page_unit
 from core.eval_metrics import (
@@ -169,14 +167,6 @@ def _ids_by_external(root: Path, embedder: Any, corpus: Path) -> dict[str, str]:
         scratch.close()
 
 
-def _cli(app: Sourcebook, argv: list[str], llms: dict[str, Any]) -> int:
-    p = argparse.ArgumentParser()
-    handlers = add_parsers(p.add_subparsers(dest="command"))
-    args = p.parse_args(argv)
-    args.models = llms
-    return handlers[args.command](app, args)
-
-
 def _models(plans: list[Any], researcher: list[Any], writer: list[Any]) -> dict[str, Any]:
     planner = ScriptedLLM(plans)
     return {
@@ -233,7 +223,7 @@ def test_eval_musique_command(
     app = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
     out = tmp_path / "res.json"
     lib = tmp_path / "evallib"
-    code = _cli(
+    code = run_cli(
         app,
         ["eval", str(questions), "--corpus", str(corpus), "--library", str(lib), "--out", str(out)],
         llms,
@@ -277,7 +267,7 @@ def test_eval_musique_command(
     idle = _models([], [], [])
     shared = tmp_path / "shareable.json"
     rerun = ["eval", str(questions), "--library", str(lib), "--limit", "1", "--out", str(shared)]
-    assert _cli(app2, [*rerun, "--shareable"], idle) == 0
+    assert run_cli(app2, [*rerun, "--shareable"], idle) == 0
     again = capsys.readouterr()
     assert "using the 5 documents already there" in again.err
     assert all(not m.history for m in idle.values())
@@ -314,12 +304,12 @@ def test_eval_replay_reuses_another_series_research_and_runs_only_the_writing(
     app = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
     lib = tmp_path / "evallib"
     base = ["eval", str(questions), "--corpus", str(corpus), "--library", str(lib), "--limit", "1"]
-    assert _cli(app, [*base, "--tag", "a"], first) == 0
+    assert run_cli(app, [*base, "--tag", "a"], first) == 0
     # the same research, another writer's draft, the support check off: only the writer runs
     second = _models([], [], [f"Alice Grant [{ev['p2']}]."])
     out = tmp_path / "b.json"
     argv = [*base, "--tag", "b", "--replay", "a", "--off", "support_check", "--out", str(out)]
-    assert _cli(app, argv, second) == 0, capsys.readouterr().err
+    assert run_cli(app, argv, second) == 0, capsys.readouterr().err
     row = json.loads(out.read_text())["questions"][0]
     assert row["task"] == "eval-scripted-b-2hop__1"
     assert row["replayed_from"] == "eval-scripted-a-2hop__1" and row["error"] is None
@@ -331,15 +321,15 @@ def test_eval_replay_reuses_another_series_research_and_runs_only_the_writing(
     third = _models([], [], [])
     out3 = tmp_path / "e.json"
     argv = [*base, "--tag", "e", "--replay", "a", "--replay-from", "citations", "--out", str(out3)]
-    assert _cli(app, argv, third) == 0, capsys.readouterr().err
+    assert run_cli(app, argv, third) == 0, capsys.readouterr().err
     row = json.loads(out3.read_text())["questions"][0]
     assert row["report_markdown"].startswith("The Bar Guild's first master was Alice Grant [1].")
     assert {c.kind for c in third["writer"].history} == {"choose"}
     # a series cannot replay itself, and a missing series says so per question
     with pytest.raises(ConfigError, match="--replay names the series"):
-        _cli(app, [*base, "--tag", "c", "--replay", "c"], _models([], [], []))
+        run_cli(app, [*base, "--tag", "c", "--replay", "c"], _models([], [], []))
     out2 = tmp_path / "d.json"
-    assert _cli(
+    assert run_cli(
         app, [*base, "--tag", "d", "--replay", "nope", "--out", str(out2)], _models([], [], [])
     ) in (0, 1)
     (missing,) = json.loads(out2.read_text())["questions"]
@@ -443,7 +433,7 @@ def test_eval_financebench_command(
     )
     app = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
     out = tmp_path / "fb.json"
-    code = _cli(app, ["eval", str(questions), "--docs", str(docs), "--out", str(out)], llms)
+    code = run_cli(app, ["eval", str(questions), "--docs", str(docs), "--out", str(out)], llms)
     printed = capsys.readouterr()
     assert code == 0, printed.err
     data = json.loads(out.read_text())
@@ -499,7 +489,7 @@ def test_eval_own_docs_bounds_each_run_to_the_filing_its_question_names(
     app = Sourcebook(home, settings=SETTINGS, embedder=embedder)
     out, lab = tmp_path / "fb.json", tmp_path / "lab"
     argv = ["eval", str(questions), "--docs", str(docs), "--library", str(lab), "--out", str(out)]
-    assert _cli(app, [*argv, "--own-docs"], llms) == 0, capsys.readouterr().err
+    assert run_cli(app, [*argv, "--own-docs"], llms) == 0, capsys.readouterr().err
     data = json.loads(out.read_text())
     r = data["questions"][0]
     assert data["scope"] == "own-docs" and r["task"].endswith("-own-docs-fb_2")
@@ -521,7 +511,7 @@ def test_eval_own_docs_bounds_each_run_to_the_filing_its_question_names(
     row["evidence"][0]["doc_name"] = "MISSING_10K"
     _jsonl(questions, [row])
     with pytest.raises(NotFoundError, match="MISSING_10K"):
-        _cli(app, [*argv, "--own-docs"], _models([], [], []))
+        run_cli(app, [*argv, "--own-docs"], _models([], [], []))
     app.close()
 
 
@@ -530,25 +520,25 @@ def test_eval_usage_errors(tmp_path: Path, embedder: Any) -> None:
     questions, corpus = _musique_files(tmp_path)
     app = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
     with pytest.raises(ConfigError, match="corpus"):
-        _cli(app, ["eval", str(questions)], _models([], [], []))
+        run_cli(app, ["eval", str(questions)], _models([], [], []))
     bad = _jsonl(tmp_path / "bad.jsonl", [{"question": "x"}])
     with pytest.raises(ConfigError, match="Unknown question format"):
-        _cli(app, ["eval", str(bad)], _models([], [], []))
+        run_cli(app, ["eval", str(bad)], _models([], [], []))
     with pytest.raises(ConfigError, match="--k"):
-        _cli(app, ["eval", str(questions), "--k", "0,a"], _models([], [], []))
+        run_cli(app, ["eval", str(questions), "--k", "0,a"], _models([], [], []))
     with pytest.raises(ConfigError, match="--shareable") as no_out:
-        _cli(app, ["eval", str(questions), "--shareable"], _models([], [], []))
+        run_cli(app, ["eval", str(questions), "--shareable"], _models([], [], []))
     assert no_out.value.hint == "Add --out FILE.json."
     # a question id without its prefix: the error names the ids that hold it
     only = ["eval", str(questions), "--corpus", str(corpus), "--only", "1"]
     with pytest.raises(NotFoundError, match="No question with id 1") as missing:
-        _cli(app, only, _models([], [], []))
+        run_cli(app, only, _models([], [], []))
     assert missing.value.hint == "Did you mean 2hop__1?"
     with pytest.raises(NotFoundError) as missing:
-        _cli(app, [*only[:-1], "q9"], _models([], [], []))
+        run_cli(app, [*only[:-1], "q9"], _models([], [], []))
     assert missing.value.hint == "Ids are the file's question ids, such as 2hop__1."
     with pytest.raises(ConfigError, match="Only FinanceBench"):
-        _cli(
+        run_cli(
             app,
             ["eval", str(questions), "--corpus", str(corpus), "--own-docs"],
             _models([], [], []),
@@ -594,7 +584,7 @@ def test_shared_musique_one_question(
     app = Sourcebook(tmp_path / "home", settings=SETTINGS, embedder=embedder)
     out = tmp_path / "one.json"
     argv = ["eval", str(mq / "dev_questions.jsonl"), "--corpus", str(corpus), "--limit", "1"]
-    code = _cli(app, [*argv, "--out", str(out)], llms)
+    code = run_cli(app, [*argv, "--out", str(out)], llms)
     assert code == 0, capsys.readouterr().err
     data = json.loads(out.read_text())
     r = data["questions"][0]

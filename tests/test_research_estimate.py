@@ -5,7 +5,6 @@ command line printing the estimate and the time left (issue #26, part 3)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sqlite3
 import time
@@ -18,11 +17,11 @@ from research_fixtures import (
     pid_with,
     plan,
     research_app,  # noqa: F401 - fixture
+    run_cli,
     worker_script,
 )
 
 from core.cli_progress import ResearchProgress
-from core.cli_research import add_parsers
 from core.research.estimate import (
     NO_ESTIMATE,
     RunClock,
@@ -242,14 +241,6 @@ def test_progress_lines_carry_the_clock(capsys: pytest.CaptureFixture[str]) -> N
 Q = "How many ships did the Northport harbor handle in 2019?"
 
 
-def _cli(app: Sourcebook, argv: list[str], llms: dict[str, Any]) -> int:
-    p = argparse.ArgumentParser()
-    handlers = add_parsers(p.add_subparsers(dest="command"))
-    args = p.parse_args(argv)
-    args.models = llms
-    return handlers[args.command](app, args)
-
-
 def test_cli_prints_the_estimate_from_the_earlier_run_and_the_time_left(
     research_app: Sourcebook, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -265,7 +256,7 @@ def test_cli_prints_the_estimate_from_the_earlier_run_and_the_time_left(
             ScriptedLLM(["Northport handled 4,200 ships in 2019 [E1]."], name="estimate-writer"),
         )
         argv = ["research", Q, "--task", task, "--plan-file", str(plan_file)]
-        code = _cli(research_app, argv, llms)
+        code = run_cli(research_app, argv, llms)
         return code, capsys.readouterr().err
 
     code, first = run("estimate-first")
