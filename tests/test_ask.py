@@ -373,7 +373,8 @@ def test_eval_mode_ask_scores_ask_with_the_same_metrics(
 ) -> None:
     import json
 
-    from test_eval import SETTINGS, _cli, _musique_files
+    from research_fixtures import run_cli
+    from test_eval import SETTINGS, _musique_files
 
     questions, corpus = _musique_files(tmp_path)
     writer = PassageLLM(
@@ -383,7 +384,7 @@ def test_eval_mode_ask_scores_ask_with_the_same_metrics(
     out = tmp_path / "ask.json"
     argv = ["eval", str(questions), "--corpus", str(corpus), "--library", str(tmp_path / "lib")]
     try:
-        code = _cli(
+        code = run_cli(
             app,
             [*argv, "--only", "2hop__2", "--mode", "ask", "--out", str(out)],
             {"default": writer},
