@@ -54,6 +54,7 @@ class Worker:
         bridge: str = "",
         focus: str = "",
         read_before: Sequence[str] = (),
+        known: Sequence[str] = (),
     ) -> None:
         self.ctx = ctx
         self.q = query
@@ -79,6 +80,7 @@ class Worker:
         self.links: list[str] = []  # folded texts of read passages about the subject
         self.read_texts: list[str] = []  # folded texts of every passage this worker read
         self.titles: dict[str, str] = {}  # id -> title (of the hits ranked so far)
+        self.answers_before = list(known)  # "question -> answer" of the steps it builds on
 
     # ------------------------------------------------------------------ loop
 
@@ -424,7 +426,11 @@ class Worker:
             msgs = fit_messages(
                 llm,
                 "notes",
-                {"query": self.q.query, "evidence": "\n\n".join(blocks)},
+                {
+                    "query": self.q.query,
+                    "known": self.answers_before,
+                    "evidence": "\n\n".join(blocks),
+                },
                 {"evidence": "head"},
                 budget,
                 reserve=schema_reserve(llm, schema),
@@ -439,6 +445,9 @@ class Worker:
             ]
             notes.gaps = [g for g in data["gaps"] if g.strip()]
             notes.sufficient = bool(data["sufficient"]) and bool(notes.findings)
+            if data["answer"].strip() and data["answer_id"]:
+                notes.answer = data["answer"].strip().rstrip(" .")
+                notes.answer_id = data["answer_id"]
         except ModelError as exc:
             if not invalid_output(exc):
                 raise
@@ -460,17 +469,20 @@ def run_worker(
     bridge: str = "",
     focus: str = "",
     read_before: Sequence[str] = (),
+    known: Sequence[str] = (),
 ) -> ResearchNotes:
     """Run one worker; a completed worker of an earlier run is reused, its fetches redone.
 
     ``context`` is the compressed notes of the queries this one depends on; ``bridge`` their
     findings' claims, added to the worker's first search; ``focus`` the words that are new in
     this query and in those findings (:func:`core.research.words.focus_terms`), searched next;
-    ``read_before`` the passages their findings cite, read last (:meth:`Worker._tier`)."""
+    ``read_before`` the passages their findings cite, read last (:meth:`Worker._tier`);
+    ``known`` their answers ("question -> answer"), shown with the notes' passages so the
+    query's own answer can be read from them."""
 
     def work() -> ResearchNotes:
         ctx.emit("worker", worker=query.id, text=f"researching: {query.query}")
-        return Worker(ctx, query, prefix, context, bridge, focus, read_before).run()
+        return Worker(ctx, query, prefix, context, bridge, focus, read_before, known).run()
 
     notes, reused = ctx.log.step(
         ctx.task,

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from core.errors import CancelledError, SourcebookError, translate_errors
 from core.library import Library
-from core.research import planner, writer
+from core.research import planner, steps, writer
 from core.research.checks import RunState, finish_draft
 from core.research.citations import (
     bracket_labels,
@@ -268,7 +268,9 @@ def _run(
     ctx.emit("stage", stage="writing")
     with ctx.log.span(ctx.task, ctx.run, "stage", "writing"):
         answer = ""
-        if stage_on(ctx, "short_answer"):
+        if stage_on(ctx, "step_answers"):
+            answer = writer.stepped_answer(ctx, req.question, st.plan, st.notes, labels)
+        if not answer and stage_on(ctx, "short_answer"):
             answer = writer.short_answer(ctx, req.question, st.plan, evidence, labels)
             if answer and on_token is not None:
                 on_token(answer + "\n\n")
@@ -377,7 +379,12 @@ def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: RunSta
         return "\n".join(n.compressed(600, on_topic=True) for n in deps(q))
 
     def bridge_for(q: ResearchQuery) -> str:
-        return " ".join(f.claim for n in deps(q) for f in n.on_topic())
+        # A dependency's own answer names the next step's subject more sharply than its
+        # findings, which also describe the passage around it.
+        return " ".join(
+            n.answer if steps.held(n, ctx.fetched.get) else " ".join(f.claim for f in n.on_topic())
+            for n in deps(q)
+        )
 
     def carried(q: ResearchQuery) -> list[str]:
         # Passages the notes carry: read again only last. One its dependency read but cited
@@ -401,6 +408,7 @@ def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: RunSta
                 bridge_for(q),
                 focus_for(q),
                 carried(q),
+                steps.known_lines(deps(q), ctx.fetched.get),
             )
             for q in batch
         }

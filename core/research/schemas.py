@@ -200,18 +200,26 @@ def action_model(known_ids: list[str]) -> type[BaseModel]:
     return create_model("ResearchAction", __config__=_FORBID, **fields)
 
 
+STEP_ANSWER_MAX = 120  # characters of a step's answer: a name, number, date or place
+
+
 def notes_model(citable_ids: list[str]) -> type[BaseModel]:
-    """A worker's notes: findings may cite only ids it fetched completely."""
+    """A worker's notes: findings may cite only ids it fetched completely. After the findings,
+    the step's own answer (the words that answer the worker's query, "" when no passage does)
+    and the one passage stating it: the answer the steps that build on this one carry."""
+    ids = _id_enum(citable_ids)
     finding = create_model(
         "NoteFinding",
         __config__=_FORBID,
         claim=(Short(300, 3), ...),
-        evidence_ids=(_list_of(_id_enum(citable_ids)), Field(..., min_length=1, max_length=3)),
+        evidence_ids=(_list_of(ids), Field(..., min_length=1, max_length=3)),
     )
     return create_model(
         "NotesDraft",
         __config__=_FORBID,
         findings=(_list_of(finding), Field(default_factory=list, max_length=6)),
+        answer=(Short(STEP_ANSWER_MAX), ""),
+        answer_id=(ids | None, None),
         gaps=(_list_of(Short(200)), Field(default_factory=list, max_length=3)),
         sufficient=(bool, ...),
     )
@@ -291,6 +299,8 @@ class ResearchNotes(BaseModel):
     tool_errors: list[str] = Field(default_factory=list)
     decisions: list[str] = Field(default_factory=list, description="Confirmed decisions.")
     failed: bool = False
+    answer: str = Field("", description="The query's own answer, as a passage words it.")
+    answer_id: str = Field("", description="The fetched passage that states the answer.")
 
     def on_topic(self) -> list[Finding]:
         """The findings about this query's own subject: those sharing the most content words
@@ -310,6 +320,8 @@ class ResearchNotes(BaseModel):
         lines = [f"Query {self.query_id}: {self.query}"]
         for f in self.on_topic() if on_topic else self.findings:
             lines.append(f"- {f.claim} [{', '.join(f.evidence_ids)}]")
+        if self.answer:
+            lines.append(f"Answer: {self.answer} [{self.answer_id}]")
         if self.gaps:
             lines.append("Gaps: " + "; ".join(self.gaps))
         text = "\n".join(lines)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from core.errors import ModelError
 from core.library import Evidence
+from core.research import steps
 from core.research.chain import chain_block
 from core.research.citations import (
     citation_tokens,
@@ -25,6 +26,7 @@ from core.research.citations import (
     terms_missing,
 )
 from core.research.context import RunContext, invalid_output
+from core.research.pipeline import record
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
 from core.research.schemas import FACT_MAX, ResearchNotes, ResearchPlan, short_answer_model
 from core.research.tables import labelled_rows, runs_on
@@ -321,6 +323,36 @@ def short_answer(
     ]
     chain = chain_block(links)
     return f"{line}\n\n{chain}" if chain else line
+
+
+def stepped_answer(
+    ctx: RunContext,
+    question: str,
+    plan: ResearchPlan,
+    notes: Mapping[str, ResearchNotes],
+    labels: dict[str, str],
+) -> str:
+    """The report's opening line and chain from the plan's steps (:mod:`core.research.steps`):
+    ``**Answer:** <the last step's answer> [E1][E3].`` citing each step's passage, then each
+    step's fact citing its one passage; or "" when the steps do not reach an answer, or reach
+    one of another kind than asked (:func:`unlike_asked`): :func:`short_answer` then answers in
+    one call. The stage's log event says which."""
+    found = steps.step_answer(plan, notes, ctx.fetched.get)
+    answer = strip_restatement(" ".join(found.answer.split()), question) if found else ""
+    by_id = {v: k for k, v in labels.items()}
+    why = ""
+    if found is None:
+        why = "no chain of answered steps"
+    elif not answer or unlike_asked(question, answer):
+        why = f"the last step's answer is not of the kind asked: {found.answer!r}"
+    elif any(ev not in by_id for _, ev in found.links):
+        why = "a step's passage is not among the writer's evidence"
+    record(ctx, "step_answers", {"answer": "" if why else answer, "why_not": why})
+    if why or found is None:
+        return ""
+    cites = list(dict.fromkeys(by_id[ev] for _, ev in found.links))
+    chain = chain_block([(fact, by_id[ev]) for fact, ev in found.links])
+    return f"{_line(answer, cites)}\n\n{chain}" if chain else _line(answer, cites)
 
 
 _ASKS_WHEN = re.compile(r"^\s*when\b|\bwhen\s*\?\s*$|\b(?:what|which) year\b|\bwhat date\b", re.I)

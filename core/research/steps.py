@@ -1,0 +1,122 @@
+"""Step answers: a question that joins facts answered step by step, each step from its own
+passages, the report's answer the last step's (self-ask / IRCoT style).
+
+The plan splits such a question into queries, a query that needs another's answer depending on
+it. Each worker's notes end with its query's own answer and the one passage stating it
+(:mod:`core.research.researcher`); a dependent worker searches with the answers it builds on and
+reads its passages with them in view (:func:`known_lines`). The answer line is then the last
+step's answer, and the chain under it (:mod:`core.research.chain`) is the steps that lead there,
+each one sentence of its own passage stating that step's answer: every link is shown and checked
+on its one passage. One call over everything read, the alternative, has to join the passages
+itself, and a small model then often takes a name from a passage about something else.
+
+Pure functions of the plan, the notes and the fetched passages: no model, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from core.library import Evidence
+from core.research.citations import cited_text, key_terms, terms_missing
+from core.research.schemas import FACT_MAX, ResearchNotes, ResearchPlan, ResearchQuery
+from core.text import sentence_ranges
+
+GetFn = Callable[[str], Evidence | None]
+
+
+@dataclass(frozen=True)
+class StepAnswer:
+    """The last step's answer and the links that lead to it, in step order."""
+
+    answer: str
+    links: list[tuple[str, str]]  # (one sentence stating a step's answer, its evidence id)
+
+
+def _terms(answer: str) -> list[str]:
+    # key_terms skips a sentence's first word (any sentence starts with a capital): give it one
+    return key_terms(f"Answer: {answer}")
+
+
+def held(notes: ResearchNotes, get: GetFn) -> bool:
+    """Whether ``notes`` has an answer whose passage (fetched in this run) holds its names and
+    figures: only such an answer is carried into the steps that build on it."""
+    if not notes.answer or not notes.answer_id:
+        return False
+    ev = get(notes.answer_id)
+    return ev is not None and not terms_missing(_terms(notes.answer), cited_text(ev))
+
+
+def known_lines(deps: list[ResearchNotes], get: GetFn) -> list[str]:
+    """ "query -> answer" for each step in ``deps`` whose answer is held by its passage."""
+    return [f"{n.query} -> {n.answer}" for n in deps if held(n, get)]
+
+
+def final_step(plan: ResearchPlan) -> ResearchQuery | None:
+    """The step whose answer answers the question: the last query nothing depends on, when it
+    depends on another query (a plan without dependencies is not a chain of steps)."""
+    used = {d for q in plan.queries for d in q.depends_on}
+    sinks = [q for q in plan.queries if q.id not in used]
+    if not sinks or not sinks[-1].depends_on:
+        return None
+    return sinks[-1]
+
+
+def lineage(plan: ResearchPlan, last: ResearchQuery) -> list[ResearchQuery]:
+    """``last`` and every query it builds on, directly or not, in plan order."""
+    by_id = {q.id: q for q in plan.queries}
+    wanted = {last.id}
+    todo = list(last.depends_on)
+    while todo:
+        qid = todo.pop()
+        if qid in by_id and qid not in wanted:
+            wanted.add(qid)
+            todo.extend(by_id[qid].depends_on)
+    return [q for q in plan.queries if q.id in wanted]
+
+
+def fact_for(notes: ResearchNotes, ev: Evidence) -> str:
+    """One sentence stating the step's answer: the shortest of the notes' findings that cites
+    the answer's passage and holds the answer's names, else the first sentence of the passage
+    that holds them ("" when neither does, or the sentence is longer than a link may be)."""
+    terms = _terms(notes.answer)
+    words = notes.answer.casefold()
+
+    def states(text: str) -> bool:
+        return not terms_missing(terms, text) and (bool(terms) or words in text.casefold())
+
+    found = [
+        f.claim
+        for f in notes.findings
+        if notes.answer_id in f.evidence_ids and states(f.claim) and len(f.claim) < FACT_MAX
+    ]
+    if found:
+        return min(found, key=len)
+    text = " ".join(ev.text.split())
+    for a, b in sentence_ranges(text):
+        sentence = text[a:b].strip()
+        if states(sentence) and len(sentence) < FACT_MAX:
+            return sentence
+    return ""
+
+
+def step_answer(
+    plan: ResearchPlan, notes: Mapping[str, ResearchNotes], get: GetFn
+) -> StepAnswer | None:
+    """The answer the plan's steps reach, or None when the plan is not a chain of steps, or a
+    step on the way has no answer its passage holds, or no sentence states one."""
+    last = final_step(plan)
+    if last is None:
+        return None
+    links: list[tuple[str, str]] = []
+    for q in lineage(plan, last):
+        n = notes.get(q.id)
+        if n is None or not held(n, get):
+            return None
+        ev = get(n.answer_id)
+        fact = fact_for(n, ev) if ev is not None else ""
+        if not fact:
+            return None
+        links.append((fact, n.answer_id))
+    return StepAnswer(answer=notes[last.id].answer, links=links)
