@@ -19,6 +19,7 @@ import pytest
 
 from core.cli_research import add_parsers
 from core.library import Evidence
+from core.research.schemas import UNVERIFIED_NOTE
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
@@ -144,3 +145,13 @@ def run_cli(app: Sourcebook, argv: list[str], llms: dict[str, Any]) -> int:
     args = p.parse_args(argv)
     args.models = llms
     return handlers[args.command](app, args)
+
+
+def unverified(line: str, answer: str = "") -> bool:
+    """Whether ``line`` is an answer line giving ``answer`` as an unverified lead: marked ⚠
+    and said in words not to be verified."""
+    return (
+        line.startswith(f"**Answer:** {answer}")
+        and "\u26a0" in line
+        and line.endswith(UNVERIFIED_NOTE)
+    )

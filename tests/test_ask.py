@@ -16,12 +16,13 @@ from research_fixtures import (
     pid_with,
     plan,
     research_app,  # noqa: F401 - fixture
+    unverified,
     worker_script,
 )
 
 from core.cli import main
 from core.research.ask import NO_ANSWER_REPLY
-from core.research.schemas import WITHHELD_ANSWER, Boundary, ResearchLimits, RunEvent
+from core.research.schemas import UNVERIFIED_NOTE, Boundary, ResearchLimits, RunEvent
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
@@ -187,8 +188,7 @@ def test_an_unsupported_answer_is_not_asserted(research_app: Sourcebook) -> None
     kw: dict[str, Any] = {"conversation": "unsupported", "models": {"default": llm}}
     report = research_app.ask(FOUNDED, boundary=PORTS, limits=LIM, **kw)
     assert report.status == "insufficient_evidence", report.status_reasons
-    assert report.markdown.startswith(WITHHELD_ANSWER)
-    assert "**Answer:** 1921" not in report.markdown.split("## Flagged")[0]
+    assert unverified(report.markdown.splitlines()[0], "1921")  # a lead, marked, not a finding
     assert any("1921" in f.sentence for f in report.flagged_claims)
     assert "Ellen Park [1]" in report.markdown  # what the sources do state stays, cited
     # a follow-up does not build on the rejected answer
@@ -349,7 +349,7 @@ def test_real_model_conversation_of_two_turns(
                 assert f"[{c.number}]" in report.markdown
             body = report.markdown.split("## Flagged claims")[0].split("## Sources")[0]
             assert "[E" not in body and "ev1:" not in body  # labels all resolved or removed
-            if not report.citations or body.startswith(WITHHELD_ANSWER):
+            if not report.citations or UNVERIFIED_NOTE in body.split("\n", 1)[0]:
                 assert report.status == "insufficient_evidence", report.status_reasons
             if report.status == "answered":
                 assert not report.flagged_claims and not report.removed_citations

@@ -24,7 +24,7 @@ from core.eval_metrics import (
     summarize_trust,
 )
 from core.research.citations import report_sentences
-from core.research.schemas import WITHHELD_ANSWER
+from core.research.schemas import UNVERIFIED_NOTE, WITHHELD_ANSWER
 from core.service import Sourcebook
 
 SOURCES = "\n\n## Sources\n\n1. Bar Society — p. 1\n2. Baz River — p. 2\n"
@@ -104,6 +104,15 @@ def test_a_withheld_answer_abstains_whatever_the_status() -> None:
     for status in ("insufficient_evidence", "budget_exhausted", "partial_retrieval"):
         t = _trust(md, status=status, flagged=1)
         assert not t.asserted and not t.right, status
+
+
+def test_an_unverified_answer_abstains_and_is_scored_as_the_lead_it_gives() -> None:
+    md = f"**Answer:** Alice Grant [1]. \u26a0 {UNVERIFIED_NOTE}\n\nThe society met in 1901 [1]."
+    t = _trust(md + SOURCES, status="insufficient_evidence", flagged=1)
+    assert t.answer_flagged and not t.asserted and t.right  # right, but not claimed as known
+    assert score_answer(md, GOLD).first_f1 == 1.0  # the note is a sentence of its own
+    wrong = _trust(md.replace("Alice Grant", "Bob Stone") + SOURCES, flagged=1)
+    assert not wrong.asserted and summarize_trust([wrong]).confidently_wrong == 0
 
 
 def test_numeric_gold_answer_matched_or_missed_in_the_answer_sentence() -> None:

@@ -13,12 +13,13 @@ from research_fixtures import (
     pid_with,
     plan,
     research_app,  # noqa: F401 - fixture
+    unverified,
     worker_script,
 )
 
 from core.library import Evidence
 from core.research import writer as writer_module
-from core.research.schemas import WITHHELD_ANSWER, ResearchLimits
+from core.research.schemas import ResearchLimits
 from core.research.writer import key_sentences, strip_restatement, unlike_asked
 from core.service import Sourcebook
 from models.llm import ScriptedCall, ScriptedLLM
@@ -210,8 +211,8 @@ def test_a_figure_worked_out_from_the_passages_is_computed_not_read(
     report = _run(
         research_app, "short-unworked", writer, None, question, "4,200 ships", "4,200 ships."
     )
-    # ... and, unsupported, it is not stated: the answer line says so, the flag quotes it
-    assert report.markdown.splitlines()[0] == WITHHELD_ANSWER
+    # ... and, unsupported, it is not stated as a finding: the answer line says so, the flag why
+    assert unverified(report.markdown.splitlines()[0], "12 ships a day")
     assert "worked out" not in report.markdown
     assert any("12 ships" in f.sentence and "12" in f.reason for f in report.flagged_claims)
     assert report.status == "insufficient_evidence"
@@ -261,9 +262,8 @@ def test_short_answer_naming_what_the_passage_lacks_is_withheld(research_app: So
     assert any("not supported by the passages it cites" in r for r in report.status_reasons)
     assert any("Victor Hale" in f.sentence and "Hale" in f.reason for f in report.flagged_claims)
     lines = report.markdown.splitlines()
-    assert (
-        lines[0] == WITHHELD_ANSWER and "Victor Hale" not in report.markdown.split("## Flagged")[0]
-    )
+    assert unverified(lines[0], "Victor Hale")
+    assert "Victor Hale" not in "\n".join(lines[1:]).split("## Flagged")[0]  # nowhere else
     # what the sources do state stays, cited
     assert "founded in 1921 by Mayor Ellen Park [1]." in report.markdown
 
@@ -403,8 +403,8 @@ def test_a_retry_no_better_than_the_first_answer_is_not_taken(
         ]
     )
     report = _run(research_app, f"short-retry-{len(retries)}-{len(str(second))}", writer)
-    # the first answer is kept, and, unsupported, withheld
-    assert report.markdown.startswith(WITHHELD_ANSWER)
+    # the first answer is kept, and, unsupported, marked not verified
+    assert unverified(report.markdown.splitlines()[0], "Victor Hale")
     answers = [f.sentence for f in report.flagged_claims if "**Answer:**" in f.sentence]
     assert len(answers) == 1 and answers[0].startswith("**Answer:** Victor Hale [ev1:")
 

@@ -15,12 +15,13 @@ from research_fixtures import (
     pid_with,
     plan,
     research_app,  # noqa: F401 - fixture
+    unverified,
     worker_script,
 )
 
 from core.research import support
 from core.research.pipeline import STAGES
-from core.research.schemas import WITHHELD_ANSWER, ResearchLimits
+from core.research.schemas import ResearchLimits
 from core.service import Sourcebook
 from core.settings import Settings
 from models.llm import ChatMessage, Choice, ScriptedLLM
@@ -97,8 +98,8 @@ def test_an_answer_judged_unsupported_is_withheld_and_the_run_has_no_answer(
 ) -> None:
     report, _ = _run(research_app, "support-answer-no", ["no", "yes", "yes"])
     assert report.status == "insufficient_evidence"
-    assert report.markdown.splitlines()[0] == WITHHELD_ANSWER
-    # the withheld answer is quoted with its reason; what the sources do state stays, cited
+    assert unverified(report.markdown.splitlines()[0], "Mayor Ellen Park")
+    # the unverified answer is quoted with its reason; what the sources do state stays, cited
     assert any(
         f.sentence.startswith("**Answer:** Mayor Ellen Park") and "do not state" in f.reason
         for f in report.flagged_claims

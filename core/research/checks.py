@@ -1,7 +1,7 @@
 """The checks a research draft goes through before it is a report, in order: citations resolved,
 fetched where they can be and repaired once by the writer (what still fails is removed);
 the post-draft stages (:mod:`core.research.pipeline`: narrowing and completing citations, the
-claim and support checks, the answer withheld when its check fails, answer consistency);
+claim and support checks, an answer whose check fails marked not verified, answer consistency);
 flagged claims marked; links sanitised; citations renumbered with a Sources list; the status.
 
 A run's draft comes here from :mod:`core.research.run`; Ask's answers through
@@ -32,7 +32,7 @@ from core.research.pipeline import apply, changes, record, stage_on
 from core.research.prompts import fit_messages
 from core.research.sanitize import renumber, sanitize_links, sources_section
 from core.research.schemas import (
-    WITHHELD_ANSWER,
+    UNVERIFIED_NOTE,
     CitationRecord,
     FlaggedClaim,
     RemovedCitation,
@@ -157,8 +157,8 @@ def finish_draft(
         record(ctx, "answer_consistency", {"flagged": [excerpt(f.sentence) for f in others]})
     if st.answer_withheld:
         st.reasons.append(
-            "The answer the writer gave is not supported by the passages it cites, so it is "
-            "not stated; the report gives what the sources do state."
+            "The answer found is not supported by the passages it cites, so it is marked not "
+            "verified; the report gives what the sources do state."
         )
     body_flags = [f for f in st.flagged if f.sentence in text]
     if body_flags:
@@ -243,14 +243,16 @@ def _support_flags(
 
 
 def withhold_unsupported_answer(text: str, flagged: list[FlaggedClaim]) -> tuple[str, bool]:
-    """``text`` with an answer line that a flag concerns replaced by ``WITHHELD_ANSWER``, and
-    whether it was: an answer is stated only when its check passes; the flagged answer stays
-    quoted, with its reason, in the Flagged claims list."""
+    """``text`` with an answer line that a flag concerns ending in ``UNVERIFIED_NOTE``, and
+    whether it does: an answer is stated only when its check passes. One that fails stays in
+    view, marked ⚠ and said in words to be unverified: the reader learns what the sources
+    point to without being told it is established (a bare "no answer" hides the lead, and the
+    chain under it then reads as what the sources do state)."""
     lines = text.split("\n")
     for i, line in enumerate(lines):
         if line.lstrip().startswith(writer.ANSWER_MARK):
             if any(f.sentence in line for f in flagged):
-                lines[i] = WITHHELD_ANSWER
+                lines[i] = f"{line.rstrip()} {UNVERIFIED_NOTE}"
                 return chain.withheld_head("\n".join(lines)), True
             break
     return text, False
@@ -284,7 +286,7 @@ def _status(ctx: RunContext, st: RunState, notes: list[ResearchNotes]) -> RunSta
     )
     if errors:
         st.reasons.append("Some retrieval failed: " + "; ".join(dict.fromkeys(errors))[:500])
-    if st.answer_withheld:  # first: no answer is what the reader must see; the why follows
+    if st.answer_withheld:  # first: no verified answer is what the reader must see
         return "insufficient_evidence"
     if budget:
         return "budget_exhausted"

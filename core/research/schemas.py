@@ -136,7 +136,13 @@ class Boundary(BaseModel):
     web: bool = False
 
 
-#: The answer line of a report whose answer failed its checks: no answer is stated.
+#: Ends the answer line of a report whose answer failed its checks: the answer found is shown
+#: (marked ⚠) as a lead, not stated as a finding.
+UNVERIFIED_NOTE = (
+    "*Not verified: the passages it cites do not clearly show this answer; treat it as a lead, "
+    "not a finding (see Flagged claims).*"
+)
+#: The answer line that replaced such an answer before :data:`UNVERIFIED_NOTE` (saved reports).
 WITHHELD_ANSWER = (
     "**Answer:** The sources read do not establish an answer: the one found is not supported "
     "by the passages it cites (see Flagged claims)."
