@@ -356,7 +356,8 @@ class PlanEditor(QWidget):
         # A question wraps to its column: rows re-fit when the columns change width (<= 5 rows).
         header.sectionResized.connect(lambda *_a: self.table.resizeRowsToContents())
         self.table.setToolTip(
-            "Each question should make sense on its own (repeat names, places and dates). "
+            "Each question should make sense on its own (repeat names, places and dates), "
+            "or write #q1 where the answer of question q1 goes: the run fills it in. "
             "'Runs after' lists ids of questions whose findings it needs, e.g. q1."
         )
 

@@ -13,6 +13,7 @@ from research_fixtures import _pdf, act, evidence, models, notes, pid_with, plan
 from core.library import Evidence
 from core.research import steps
 from core.research.chain import CHAIN_HEAD, chain_lines
+from core.research.planner import normalize_plan
 from core.research.schemas import (
     Finding,
     ResearchLimits,
@@ -24,7 +25,7 @@ from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
 Q = "Which river flows through the town where Tomas Varga was born?"
-Q1 = "Where was Tomas Varga born?"
+Q1 = "In which town was Tomas Varga born?"
 BORN = "Tomas Varga was born in Kelmor in 1931."
 RIVER = "The Dravin River flows through Kelmor to the sea."
 ID1, ID2 = "ev1:00000000000000b1", "ev1:00000000000000b2"
@@ -115,6 +116,23 @@ def test_notes_schema_takes_the_answer_and_only_a_fetched_passage_for_it() -> No
         )
 
 
+def test_a_step_written_as_hash_q1_takes_that_steps_answer_or_else_its_question() -> None:
+    step = ResearchPlan.model_validate(
+        plan(("q1", Q1, []), ("q2", "Which river flows through #q1?", []))
+    )
+    # the reference is a dependency, whether or not the planner listed it
+    assert normalize_plan(step).queries[1].depends_on == ["q1"]
+    q2 = step.queries[1]
+    held = {"q1": _notes("q1", Q1, "Kelmor", ID1)}
+    assert steps.resolve(q2, held, _get).query == "Which river flows through Kelmor?"
+    guessed = {"q1": _notes("q1", Q1, "Oskelby", ID1)}  # its passage does not hold it
+    assert steps.resolve(q2, guessed, _get).query == (
+        "Which river flows through (In which town was Tomas Varga born)?"
+    )
+    assert steps.resolve(q2, {}, _get) is q2  # nothing to fill in yet
+    assert steps.resolve(step.queries[0], held, _get) is step.queries[0]
+
+
 # ----------------------------------------------------------------------------- whole runs
 
 
@@ -135,9 +153,9 @@ def _answered(claim: str, ev_id: str, answer: str) -> dict[str, Any]:
     return {**notes((claim, [ev_id])), "answer": answer, "answer_id": ev_id}
 
 
-def _run(app: Sourcebook, task: str, second: str, writer: ScriptedLLM) -> Any:
+def _run(app: Sourcebook, task: str, second: str, writer: ScriptedLLM, q2: str = Q) -> Any:
     born, river = pid_with(app, "was born in Kelmor"), pid_with(app, "flows through Kelmor")
-    planner = ScriptedLLM([plan(("q1", Q1, []), ("q2", Q, ["q1"]))])
+    planner = ScriptedLLM([plan(("q1", Q1, []), ("q2", q2, ["q1"]))])
     researcher = ScriptedLLM(
         [
             act("fetch_evidence", evidence_id=born),
@@ -173,6 +191,24 @@ def test_a_run_answers_with_its_last_steps_answer_and_carries_each_answer_forwar
     notes_prompt = researcher.history[-1].messages[-1].content
     assert "Passages you fetched" in notes_prompt
     assert f"Known from earlier steps:\n- {Q1} -> Kelmor" in notes_prompt
+
+
+def test_a_run_asks_a_hash_q1_step_with_the_answer_it_stands_for(steps_app: Sourcebook) -> None:
+    writer = ScriptedLLM(["Kelmor lies in a wide valley [E1]."])
+    out, researcher = _run(
+        steps_app, "steps-ref", "the Dravin River", writer, q2="Which river flows through #q1?"
+    )
+    assert out.markdown.splitlines()[0] == "**Answer:** the Dravin River [1]."
+    searches = [
+        e.payload["args"]["query"]
+        for e in steps_app.task_log().events("steps-ref")
+        if e.kind == "tool_call" and e.payload["tool"] == "discover_evidence"
+    ]
+    assert any(s.startswith("Which river flows through Kelmor?") for s in searches)
+    assert not any("#q1" in s for s in searches)
+    assert (
+        "Question: Which river flows through Kelmor?" in researcher.history[-1].messages[-1].content
+    )
 
 
 def test_a_run_whose_last_step_answer_its_passage_lacks_answers_in_one_call(

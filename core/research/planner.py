@@ -76,8 +76,9 @@ def salvage_plan(text: str, max_queries: int = 5) -> ResearchPlan | None:
 def normalize_plan(plan: ResearchPlan) -> ResearchPlan:
     """Ids renamed q1, q2, ... (a model's ids may be long or repeated; user ids that are
     short and safe are kept), a query asked twice asked once (a small planner repeats a query
-    word for word, and a second worker would read the same passages again), dependencies only
-    on known ids, no cycles."""
+    word for word, and a second worker would read the same passages again), a query that
+    writes another's answer as "#q1" depending on it, dependencies only on known ids, no
+    cycles."""
     rename: dict[str, str] = {}
     queries: list[ResearchQuery] = []
     for i, q in enumerate(plan.queries, 1):
@@ -86,8 +87,9 @@ def normalize_plan(plan: ResearchPlan) -> ResearchPlan:
         while qid in rename.values():
             qid += "x"
         rename.setdefault(q.id, qid)
+        deps = dict.fromkeys([*q.depends_on, *q.refs()])
         queries.append(
-            q.model_copy(update={"id": qid, "depends_on": [rename.get(d, d) for d in q.depends_on]})
+            q.model_copy(update={"id": qid, "depends_on": [rename.get(d, d) for d in deps]})
         )
     late = {old: new for old, new in rename.items()}
     queries = [

@@ -369,6 +369,8 @@ def _seeded(ctx: RunContext, seed: ResearchNotes) -> ResearchNotes:
 
 
 def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: RunState) -> None:
+    batch = [steps.resolve(q, st.notes, ctx.fetched.get) for q in batch]  # "#q1" -> its answer
+
     # What a dependent query builds on: only the on-topic findings of the queries it depends
     # on (a neighbour's finding about another river steers the next query's searches to rivers
     # instead of to the country the river asked about is in).

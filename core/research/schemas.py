@@ -152,6 +152,11 @@ WITHHELD_ANSWER = (
 # ----------------------------------------------------------------------------- LLM-facing
 
 
+# "#q1" in a query: the answer of query q1 (an analyst's plan may chain its steps so; the run
+# writes the answer in, :func:`core.research.steps.resolve`)
+STEP_REF = re.compile(r"#(q\d{1,2})\b", re.I)
+
+
 class ResearchQuery(BaseModel):
     """One self-contained research question a worker can answer on its own."""
 
@@ -163,6 +168,10 @@ class ResearchQuery(BaseModel):
     preferred_tool: ToolName = "discover_evidence"
     fallback_tool: ToolName = "find_entities"
     depends_on: list[Text40] = Field(default_factory=list, max_length=3)
+
+    def refs(self) -> list[str]:
+        """The ids of the queries whose answers this query writes as "#q1", in order."""
+        return list(dict.fromkeys(m.group(1).lower() for m in STEP_REF.finditer(self.query)))
 
 
 class ResearchPlan(BaseModel):

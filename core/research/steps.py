@@ -3,8 +3,9 @@ passages, the report's answer the last step's (self-ask / IRCoT style).
 
 The plan splits such a question into queries, a query that needs another's answer depending on
 it. Each worker's notes end with its query's own answer and the one passage stating it
-(:mod:`core.research.researcher`); a dependent worker searches with the answers it builds on and
-reads its passages with them in view (:func:`known_lines`). The answer line is then the last
+(:mod:`core.research.researcher`); a dependent worker searches with the answers it builds on,
+written into its query where the plan says "#q1" (:func:`resolve`), and reads its passages with
+them in view (:func:`known_lines`). The answer line is then the last
 step's answer, and the chain under it (:mod:`core.research.chain`) is the steps that lead there,
 each one sentence of its own passage stating that step's answer: every link is shown and checked
 on its one passage. One call over everything read, the alternative, has to join the passages
@@ -15,12 +16,19 @@ Pure functions of the plan, the notes and the fetched passages: no model, no I/O
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from core.library import Evidence
 from core.research.citations import cited_text, key_terms, terms_missing
-from core.research.schemas import FACT_MAX, ResearchNotes, ResearchPlan, ResearchQuery
+from core.research.schemas import (
+    FACT_MAX,
+    STEP_REF,
+    ResearchNotes,
+    ResearchPlan,
+    ResearchQuery,
+)
 from core.text import sentence_ranges
 
 GetFn = Callable[[str], Evidence | None]
@@ -51,6 +59,21 @@ def held(notes: ResearchNotes, get: GetFn) -> bool:
 def known_lines(deps: list[ResearchNotes], get: GetFn) -> list[str]:
     """ "query -> answer" for each step in ``deps`` whose answer is held by its passage."""
     return [f"{n.query} -> {n.answer}" for n in deps if held(n, get)]
+
+
+def resolve(q: ResearchQuery, deps: Mapping[str, ResearchNotes], get: GetFn) -> ResearchQuery:
+    """``q`` with each "#q1" it writes replaced by that step's answer when its passage holds
+    it, else by that step's own question in brackets (a search for the question's words still
+    finds what the answer would have named; "#q1" finds nothing)."""
+
+    def fill(m: re.Match[str]) -> str:
+        n = deps.get(m.group(1).lower())
+        if n is None:
+            return m.group(0)
+        return n.answer if held(n, get) else f"({n.query.rstrip('?. ')})"
+
+    text = STEP_REF.sub(fill, q.query)
+    return q if text == q.query else q.model_copy(update={"query": text[:300]})
 
 
 def final_step(plan: ResearchPlan) -> ResearchQuery | None:
