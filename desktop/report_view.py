@@ -73,7 +73,7 @@ ROLE_INDEX = Qt.ItemDataRole.UserRole
 # What each run status means to an analyst (shared by the research and history panels).
 STATUS_TEXT: dict[str, str] = {
     "answered": "Answered: every claim is supported by its cited passage.",
-    "insufficient_evidence": "Insufficient evidence: the chosen sources do not answer this.",
+    "insufficient_evidence": "Insufficient evidence: the sources read do not establish an answer.",
     "partial": "Partial answer: read the notes below before relying on it.",
     "partial_retrieval": "Partial answer: some searches or reads failed.",
     "budget_exhausted": "Partial answer: a researcher ran out of its search budget.",
