@@ -68,8 +68,10 @@ def test_every_claim_supported_is_answered_and_the_judgements_are_logged(
     report, writer = _run(research_app, "support-all-yes", ["yes", "yes", "yes"])
     assert report.status == "answered", (report.status_reasons, report.flagged_claims)
     assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
-    judged = [c for c in writer.history if c.kind == "choose"]
-    assert len(judged) == 3
+    asked = [c for c in writer.history if c.kind == "choose"]
+    judged = [c for c in asked if "kind of thing" not in c.messages[-1].content]
+    assert len(judged) == 3 and len(asked) == 4  # and the answer's kind, last
+    assert "Answer: Mayor Ellen Park\n" in asked[-1].messages[-1].content
     first = judged[0].messages[-1].content  # the answer line first, as the answer to the question
     assert f"Question: {Q}\nAnswer: Mayor Ellen Park\n" in first and "Claim:" not in first
     assert "founded in 1921 by Mayor Ellen Park" in first and "[ev1:" not in first
@@ -108,9 +110,31 @@ def test_an_answer_judged_unsupported_is_withheld_and_the_run_has_no_answer(
     assert any("not supported by the passages it cites" in r for r in report.status_reasons)
 
 
+def test_an_answer_of_another_kind_than_asked_is_marked_unverified(
+    research_app: Sourcebook,
+) -> None:
+    # the three claims pass the support check; the answer's kind is judged last, and fails
+    report, writer = _run(research_app, "kind-no", ["yes", "yes", "yes", "no"])
+    assert report.status == "insufficient_evidence"
+    assert unverified(report.markdown.splitlines()[0], "Mayor Ellen Park")
+    (flag,) = report.flagged_claims
+    assert "not the kind of thing the question asks for (kind check: p(yes) 0.00)" in flag.reason
+    asked = [c for c in writer.history if c.kind == "choose"][-1].messages[-1].content
+    assert asked.startswith(f"Question: {Q}\nAnswer: Mayor Ellen Park\n")
+    events = {e.key: e.payload for e in research_app.task_log().events("kind-no")}
+    assert events["answer_kind@1"] == {"p_yes": 0.0, "flagged": True}
+
+
+def test_an_answer_already_flagged_is_not_asked_its_kind(research_app: Sourcebook) -> None:
+    report, writer = _run(research_app, "kind-skipped", ["no", "yes", "yes"])
+    assert report.status == "insufficient_evidence"
+    assert not any("kind of thing" in c.messages[-1].content for c in writer.history)
+
+
 def test_the_check_switched_off_asks_nothing(research_app: Sourcebook) -> None:
     report, writer = _run(research_app, "support-off", [], support_check=False)
-    assert not [c for c in writer.history if c.kind == "choose"]
+    asked = [c.messages[-1].content for c in writer.history if c.kind == "choose"]
+    assert asked and all("kind of thing" in a for a in asked)  # the answer's kind alone
     assert report.status == "answered"
 
 
@@ -264,7 +288,7 @@ def test_each_stage_logs_what_it_did_and_can_be_switched_off(research_app: Sourc
     assert events["withhold_answer@1"] == {"withheld": True}
     assert report.status == "insufficient_evidence"
     # the checks off: the same unsupported answer is stated, nothing flagged, nothing logged
-    off = ["claim_check", "support_check", "withhold_answer"]
+    off = ["claim_check", "support_check", "answer_kind", "withhold_answer"]
     report, _ = _run(research_app, "stages-off", ["no"], stages_off=off)
     assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
     assert report.status == "answered" and not report.flagged_claims
@@ -286,6 +310,28 @@ def test_a_table_page_is_cut_into_rows_and_the_claims_rows_are_shown() -> None:
     ev = evidence("ev1:0000000000000003", "Consolidated statement\n" + "\n".join(rows))
     view = support.passage_view(ev, "Total freight revenue was 4,812.", fake_embed)
     assert "Total freight revenue 4,812 4,390" in view and len(view) <= support.PASSAGE_CHARS + 40
+
+
+def test_the_kind_check_reads_the_answer_without_its_calculation_or_citations() -> None:
+    a = "ev1:00000000000000cc"
+    line = f"**Answer:** 20%, worked out as (4,200 - 3,500) / 3,500 * 100 = 20 [{a}]."
+    shown: list[str] = []
+
+    def messages(answer: str) -> list[ChatMessage]:
+        shown.append(answer)
+        return [ChatMessage(role="user", content=answer)]
+
+    def asked(p: float) -> tuple[Any, float]:
+        probs = {"yes": p, "no": 1 - p}
+        pick = max(probs, key=lambda o: probs[o])
+        return support.kind_flag(
+            line, "**Answer:**", lambda _k, _m: Choice(option=pick, probabilities=probs), messages
+        )
+
+    flag, p = asked(0.2)
+    assert shown == ["20%"] and p == 0.2
+    assert flag is not None and flag.sentence == line and flag.evidence_ids == [a]
+    assert asked(support.KIND_FLOOR)[0] is None  # at the floor, the kind asked
 
 
 def test_a_sentence_whose_calculation_holds_is_not_judged() -> None:

@@ -142,6 +142,8 @@ def finish_draft(
         record(ctx, "claim_check", {"flagged": [excerpt(f.sentence) for f in st.flagged]})
     if stage_on(ctx, "support_check"):
         st.flagged += _support_flags(ctx, st, text, fetched_or_span)
+    if stage_on(ctx, "answer_kind"):
+        st.flagged += _kind_flags(ctx, st, text)
     if stage_on(ctx, "withhold_answer"):
         text, st.answer_withheld = withhold_unsupported_answer(text, st.flagged)
         record(ctx, "withhold_answer", {"withheld": st.answer_withheld})
@@ -157,8 +159,9 @@ def finish_draft(
         record(ctx, "answer_consistency", {"flagged": [excerpt(f.sentence) for f in others]})
     if st.answer_withheld:
         st.reasons.append(
-            "The answer found is not supported by the passages it cites, so it is marked not "
-            "verified; the report gives what the sources do state."
+            "The answer found is not supported by the passages it cites, or is not the kind of "
+            "thing the question asks for, so it is marked not verified; the report gives what "
+            "the sources do state."
         )
     body_flags = [f for f in st.flagged if f.sentence in text]
     if body_flags:
@@ -240,6 +243,26 @@ def _support_flags(
         },
     )
     return flagged
+
+
+def _kind_flags(ctx: RunContext, st: RunState, text: str) -> list[FlaggedClaim]:
+    """The answer line, flagged when the model judges it not the kind of thing the question
+    asks for (:func:`core.research.support.kind_flag`); not asked when a check flagged it."""
+    sentence = support.answer_line_sentence(text, writer.ANSWER_MARK)
+    if sentence is None or any(f.sentence == sentence for f in st.flagged):
+        return []
+    role = "checker" if "checker" in ctx.models else "writer"
+    llm = ctx.model(role)
+    flag, p = support.kind_flag(
+        sentence,
+        writer.ANSWER_MARK,
+        lambda key, msgs: ctx.model_choose(role, key, msgs, support.KIND_OPTIONS)[0],
+        lambda answer: fit_messages(
+            llm, "answer_kind", {"question": st.question, "answer": answer}, {}, 1
+        ),
+    )
+    record(ctx, "answer_kind", {"p_yes": round(p, 3), "flagged": flag is not None})
+    return [flag] if flag else []
 
 
 def withhold_unsupported_answer(text: str, flagged: list[FlaggedClaim]) -> tuple[str, bool]:

@@ -136,6 +136,9 @@ class Boundary(BaseModel):
     web: bool = False
 
 
+#: Joins a worked-out answer to its calculation: "**Answer:** 16.7%, worked out as ...".
+WORKED_AS = ", worked out as "
+
 #: Ends the answer line of a report whose answer failed its checks: the answer found is shown
 #: (marked ⚠) as a lead, not stated as a finding.
 UNVERIFIED_NOTE = (

@@ -31,7 +31,7 @@ import numpy as np
 from core.library import Evidence
 from core.research.arithmetic import calculations
 from core.research.citations import cited_sentences, excerpt
-from core.research.schemas import FlaggedClaim
+from core.research.schemas import WORKED_AS, FlaggedClaim
 from core.text import sentence_ranges
 from models.llm import ChatMessage, Choice
 
@@ -206,6 +206,48 @@ def judge_claims(
         judged = Judgement(sentence=sentence, evidence_ids=ids, choice=choice, floor=floor)
         out.insert(0, judged) if is_answer else out.append(judged)
     return out
+
+
+#: p(yes) below which an answer line is flagged as not the kind of thing its question asks for
+#: (``answer_kind.jinja``). On synthetic pairs (``bench/answer_kind.py``,
+#: ``bench/results/answer_kind.json``): answers of the kind asked average .76 and none is
+#: flagged; a year, a figure or a name where another kind is asked for average .28 and 28 of 36
+#: are flagged. An organization where a person is asked for is not told apart ("who" may ask
+#: for either).
+KIND_FLOOR = 0.5
+KIND_OPTIONS = ("yes", "no")
+
+
+def answer_line_sentence(markdown: str, answer_mark: str) -> str | None:
+    """The first cited sentence of ``markdown``'s answer line, or None when it has none."""
+    for sentence, line, ids in cited_sentences(markdown):
+        if ids and line.lstrip().startswith(answer_mark):
+            return sentence
+    return None
+
+
+def kind_flag(
+    sentence: str,
+    answer_mark: str,
+    choose: Callable[[str, list[ChatMessage]], Choice],
+    messages: Callable[[str], list[ChatMessage]],
+) -> tuple[FlaggedClaim | None, float]:
+    """Whether the answer that answer-line ``sentence`` gives is the kind of thing the question
+    asks for ("Tomas Varga" for "who founded ...?", not "Dravin Works"): ``messages(answer)``
+    renders the prompt, ``choose(key, messages)`` asks the model. Returns the flag (None when
+    the answer is of the kind asked) and p(yes). Whether the answer is true is not asked: that
+    is the support check's."""
+    answer = answer_of(sentence, answer_mark).split(WORKED_AS)[0].strip()
+    digest = hashlib.sha256(answer.encode()).hexdigest()[:16]
+    choice = choose(f"kind/{digest}", messages(answer))
+    p = choice.probabilities.get("yes", 0.0)
+    if p >= KIND_FLOOR:
+        return None, p
+    ids = [i for _s, _l, cited in cited_sentences(sentence) for i in cited]
+    reason = (
+        f"the answer is not the kind of thing the question asks for (kind check: p(yes) {p:.2f})"
+    )
+    return FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason), p
 
 
 def flags(judgements: list[Judgement]) -> list[FlaggedClaim]:

@@ -28,7 +28,13 @@ from core.research.citations import (
 from core.research.context import RunContext, invalid_output
 from core.research.pipeline import record
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
-from core.research.schemas import FACT_MAX, ResearchNotes, ResearchPlan, short_answer_model
+from core.research.schemas import (
+    FACT_MAX,
+    WORKED_AS,
+    ResearchNotes,
+    ResearchPlan,
+    short_answer_model,
+)
 from core.research.tables import labelled_rows, runs_on
 from core.research.words import content_words
 from core.research.worked import worked_answer
@@ -273,7 +279,7 @@ def short_answer(
     worked = worked_answer(answer, data["calculation"], question, shown)
     if worked is not None:  # cited by the passages holding its figures
         held = "".join(f"[{by_id[i]}]" for i in worked.sources)
-        return f"{ANSWER_MARK} {worked.answer}, worked out as {worked.calculation} {held}."
+        return f"{ANSWER_MARK} {worked.answer}{WORKED_AS}{worked.calculation} {held}."
     line, cites, missing = _answer_line(data, answer, question, shown, labels)
     kind = unlike_asked(question, answer) if line else ""
     chosen = data  # the output whose steps are the chain: the retry's when it is taken
