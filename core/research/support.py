@@ -18,6 +18,11 @@ holds is not judged: the program redid the arithmetic, and the claim check found
 in the cited text. A passage longer than
 :data:`PASSAGE_CHARS` is shown as its sentences (a table's rows) most like the claim, in passage
 order, so one judgement reads a few hundred tokens.
+
+An answer line that passed is asked one more question, without its passages: is it the kind of
+thing the question asks for (a person for "who", a year for "when"; :func:`kind_flag`)? A small
+model given passages full of figures may answer a question about a place with one of them, and
+then judge that its passages state that figure.
 """
 
 from __future__ import annotations
