@@ -142,8 +142,8 @@ WORKED_AS = ", worked out as "
 #: Ends the answer line of a report whose answer failed its checks: the answer found is shown
 #: (marked ⚠) as a lead, not stated as a finding.
 UNVERIFIED_NOTE = (
-    "*Not verified: the passages it cites do not clearly show this answer; treat it as a lead, "
-    "not a finding (see Flagged claims).*"
+    "*Not verified: the checks could not confirm this answer from the passages it cites; treat "
+    "it as a lead, not a finding (Flagged claims says why).*"
 )
 #: The answer line that replaced such an answer before :data:`UNVERIFIED_NOTE` (saved reports).
 WITHHELD_ANSWER = (
