@@ -80,7 +80,7 @@ def _what(rng: random.Random) -> Case:
     thing, right = rng.choice(
         [
             ("language is spoken", f"{name(rng)}ian"),
-            ("currency is used", f"the {name(rng)} mark"),
+            ("dish is eaten", f"{name(rng)} stew"),
             ("instrument did the founder play", "the cello"),
         ]
     )

@@ -216,7 +216,7 @@ def judge_claims(
 #: p(yes) below which an answer line is flagged as not the kind of thing its question asks for
 #: (``answer_kind.jinja``). On synthetic pairs (``bench/answer_kind.py``,
 #: ``bench/results/answer_kind.json``): answers of the kind asked average .76 and none is
-#: flagged; a year, a figure or a name where another kind is asked for average .28 and 28 of 36
+#: flagged; a year, a figure or a name where another kind is asked for average .29 and 26 of 36
 #: are flagged. An organization where a person is asked for is not told apart ("who" may ask
 #: for either).
 KIND_FLOOR = 0.5
