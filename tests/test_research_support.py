@@ -129,6 +129,8 @@ def test_an_answer_already_flagged_is_not_asked_its_kind(research_app: Sourceboo
     report, writer = _run(research_app, "kind-skipped", ["no", "yes", "yes"])
     assert report.status == "insufficient_evidence"
     assert not any("kind of thing" in c.messages[-1].content for c in writer.history)
+    events = {e.key: e.payload for e in research_app.task_log().events("kind-skipped")}
+    assert events["answer_kind@1"] == {"p_yes": None, "flagged": False}
 
 
 def test_the_check_switched_off_asks_nothing(research_app: Sourcebook) -> None:

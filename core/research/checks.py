@@ -41,7 +41,7 @@ from core.research.schemas import (
     ResearchPlan,
     RunStatus,
 )
-from models.llm import ChatMessage
+from models.llm import LLM, ChatMessage
 
 
 class RunState:
@@ -205,8 +205,7 @@ def _support_flags(
 ) -> list[FlaggedClaim]:
     """The claims the model judges its passages do not state (:mod:`core.research.support`),
     among those the lexical checks let stand; the judgements are logged."""
-    role = "checker" if "checker" in ctx.models else "writer"  # the writer's model by default
-    llm = ctx.model(role)
+    role, llm = _checker(ctx)
 
     def messages(passages: str, claim: str, answer: str | None) -> list[ChatMessage]:
         if answer is not None:
@@ -245,14 +244,20 @@ def _support_flags(
     return flagged
 
 
+def _checker(ctx: RunContext) -> tuple[str, LLM]:
+    """The role that judges claims, and its model: the checker's, else the writer's."""
+    role = "checker" if "checker" in ctx.models else "writer"
+    return role, ctx.model(role)
+
+
 def _kind_flags(ctx: RunContext, st: RunState, text: str) -> list[FlaggedClaim]:
     """The answer line, flagged when the model judges it not the kind of thing the question
     asks for (:func:`core.research.support.kind_flag`); not asked when a check flagged it."""
     sentence = support.answer_line_sentence(text, writer.ANSWER_MARK)
     if sentence is None or any(f.sentence == sentence for f in st.flagged):
+        record(ctx, "answer_kind", {"p_yes": None, "flagged": False})  # nothing to ask
         return []
-    role = "checker" if "checker" in ctx.models else "writer"
-    llm = ctx.model(role)
+    role, llm = _checker(ctx)
     flag, p = support.kind_flag(
         sentence,
         writer.ANSWER_MARK,
