@@ -116,7 +116,7 @@ class SelfTest(QObject):
         self.finish(True, "")
 
     def finish(self, passed: bool, failure: str) -> None:
-        """Stop, log the outcome, and close the window (passed) or exit with 1 (failed)."""
+        """Stop, log the outcome and close the window; a failure also ends the app with 1."""
         if self.passed is not None:
             return
         self._timer.stop()
@@ -125,13 +125,16 @@ class SelfTest(QObject):
         self.seconds = seconds = time.monotonic() - self._started
         if passed:
             logger.info("self-test passed in %.1f s: %s", seconds, ", ".join(self.steps))
-            self.window.close()
         else:
             done = ", ".join(self.steps) or "nothing"
             logger.error("self-test FAILED after %.1f s: %s (done: %s)", seconds, failure, done)
-            app = QApplication.instance()
-            if app is not None:
-                app.exit(1)
+        # Closed either way, as a user would: the close stops the app's running work (listing the
+        # library, looking for models) and closes the library. Left running, that work raced the
+        # interpreter's exit and could hang it.
+        self.window.close()
+        app = QApplication.instance()
+        if not passed and app is not None:
+            app.exit(1)  # an error dialog left open would otherwise keep the app running
 
     def _error_dialog(self) -> str | None:
         for widget in QApplication.topLevelWidgets():

@@ -304,3 +304,32 @@ def test_web_access_is_off_by_default(qtbot: Any, app: Sourcebook, ops: Operatio
     dialog = SettingsDialog(app, ops)
     qtbot.addWidget(dialog)
     assert not dialog.web_enabled.isChecked()
+
+
+# ---------------------------------------------------------------- self-test
+
+
+def test_a_failed_self_test_stops_the_apps_work_and_closes_the_window(
+    qtbot: Any, app: Sourcebook, ops: Operations, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Work still running when a step fails is cancelled and awaited before the app ends:
+    left running, it raced the interpreter's exit (a packaged app's test hung on it)."""
+    from desktop.self_test import SelfTest
+
+    exits: list[int] = []
+    monkeypatch.setattr(QApplication, "exit", lambda *args: exits.append(args[-1]))
+    w = MainWindow(app, ops)
+    qtbot.addWidget(w)
+    w.show()
+
+    def slow(ctx: OpContext) -> None:
+        ctx.cancel.wait(TIMEOUT / 1000)  # runs until cancelled
+
+    ops.run(slow, label="start-up work")
+    test = SelfTest(w, tmp_path / "missing.pdf", "levee")
+    test.start()
+    qtbot.waitUntil(lambda: test.passed is not None, timeout=TIMEOUT)
+    assert test.passed is False and "no such file" in test.failure
+    assert not w.isVisible()
+    assert not ops.running  # cancelled and awaited by the window's close
+    assert exits == [1]
