@@ -115,9 +115,10 @@ def add_parsers(sub: Any) -> dict[str, Handler]:
     v.add_argument(
         "--shareable",
         action="store_true",
-        help="Write --out fit to commit or share: question ids, figures, statuses, timings and "
-        "report text, without the benchmark's questions and gold answers; paths relative to the "
-        "project or ../shared.",
+        help="Write --out fit to commit or share: question ids, figures, statuses and timings, "
+        "without the benchmark's questions and answers or the reports (which restate them); "
+        "paths relative to the project or ../shared. With --library, the full result is kept "
+        "in the library's results folder (for eval-rescore).",
     )
     v.add_argument(
         "--tag",
@@ -166,7 +167,8 @@ def add_parsers(sub: Any) -> dict[str, Handler]:
     rs = sub.add_parser(
         "eval-rescore",
         help="Score a saved `eval` result again against its question file (no model runs).",
-        description="Read a result file of `sourcebook eval --out` (shareable or not), score each "
+        description="Read a full result file of `sourcebook eval --out` (a shareable one keeps "
+        "no reports: use the full copy in the evaluation library's results folder), score each "
         "question's trust figures again from the report it stored (asserted or abstained, right "
         "or confidently wrong, claims supported) against the gold answers of the question file, "
         "matched by question id, recompute the summary's trust figures and write the result "
@@ -380,6 +382,10 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
         assert out is not None
         if args.shareable:
             _write_json(out, shareable(result.model_dump(mode="json")))
+            if not temp:  # the reports too, for eval-rescore; kept with the library, never shared
+                full = home / "results" / out.name
+                _write_json(full, result.model_dump(mode="json"))
+                print(f"wrote the full result (reports, questions) to {full}", file=sys.stderr)
         else:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(result.model_dump_json(indent=2), encoding="utf-8")

@@ -613,13 +613,19 @@ def select(
 
 
 def rescore(result: Mapping[str, Any], answers: Mapping[str, Sequence[str]]) -> dict[str, Any]:
-    """A copy of an evaluation result (its JSON form, shareable or not) with each question's
-    trust figures scored again from its stored report and answer against ``answers`` (question
-    id -> gold answer, then aliases), and the summary's trust figures recomputed from them.
-    Every other figure, and any field this version does not know, is kept as it was: no
-    model runs again."""
+    """A copy of an evaluation result (its full JSON form: a shareable one keeps no reports)
+    with each question's trust figures scored again from its stored report and answer against
+    ``answers`` (question id -> gold answer, then aliases), and the summary's trust figures
+    recomputed from them. Every other figure, and any field this version does not know, is
+    kept as it was: no model runs again."""
     out: dict[str, Any] = json.loads(json.dumps(result))
     dataset = out["summary"]["dataset"]
+    if "report_markdown" in out.get("redacted", []):
+        raise ConfigError(
+            "This is a shareable result: it keeps no reports to score again.",
+            hint="Rescore the full copy that `eval --shareable` kept in the evaluation "
+            "library's results folder, with --shareable to write the result shareable again.",
+        )
     missing = [q["qid"] for q in out["questions"] if q["qid"] not in answers]
     if missing:
         raise ConfigError(

@@ -439,8 +439,17 @@ class EvalResult(BaseModel):
 
 PROJECT = Path(__file__).resolve().parents[1]
 # The per-question fields that hold a benchmark's own text or restate it: its question, its
-# gold answer, and the plan's queries (a planner often copies the question's sentences).
-BENCHMARK_FIELDS = ("question", "gold_answer", "plan_queries")
+# gold answer, the plan's queries (a planner often copies the question's sentences), the report
+# (it restates the question and, when right, states its answer) and the answer sentences taken
+# from it ("answer.first": the field "first" of "answer").
+BENCHMARK_FIELDS = (
+    "question",
+    "gold_answer",
+    "plan_queries",
+    "report_markdown",
+    "answer.first",
+    "answer.best",
+)
 # An absolute POSIX path inside text, such as a report's Sources list: "/" after no word
 # character, dot or slash (so not a URL, "N/A" or a date) and at least two parts.
 _ABS_PATH = re.compile(r"(?<![\w.~/\\-])/[^\s\"'<>(){}/,;]+(?:/[^\s\"'<>(){}/,;]+)+")
@@ -478,11 +487,24 @@ def _portable_text(text: str, root: Path) -> str:
     return _ABS_PATH.sub(one, text)
 
 
+def _drop(question: Mapping[str, Any]) -> dict[str, Any]:
+    """``question`` without :data:`BENCHMARK_FIELDS` (a dotted name is a field of a field)."""
+    out = dict(question)
+    for name in BENCHMARK_FIELDS:
+        head, _, rest = name.partition(".")
+        if not rest:
+            out.pop(head, None)
+        elif isinstance(out.get(head), Mapping):
+            out[head] = {k: v for k, v in out[head].items() if k != rest}
+    return out
+
+
 def shareable(result: Mapping[str, Any], root: Path = PROJECT) -> dict[str, Any]:
     """A copy of an evaluation result (its JSON form) fit to commit or share. Each question
-    keeps its id, figures, statuses, timings and the report text its run produced, but not
-    the benchmark's own text (:data:`BENCHMARK_FIELDS`); every absolute path, in a field or
-    inside text, is written by :func:`portable_path`. Figures are copied unchanged.
+    keeps its ids, figures, statuses and timings, but no text that holds or restates the
+    benchmark's (:data:`BENCHMARK_FIELDS`: its question and answer, and the run's report);
+    every absolute path left in a field or inside text is written by :func:`portable_path`.
+    Figures are copied unchanged.
 
     A user's own result file may keep everything; evaluation data licensed for evaluation
     only must not travel with a project, so a result that does takes this form."""
@@ -502,9 +524,7 @@ def shareable(result: Mapping[str, Any], root: Path = PROJECT) -> dict[str, Any]
         for key in ("questions_file", "library"):  # whole paths, spaces and all
             if isinstance(result["summary"].get(key), str):
                 summary[key] = portable_path(result["summary"][key], root)
-    out["questions"] = [
-        {k: v for k, v in q.items() if k not in BENCHMARK_FIELDS} for q in out.get("questions", [])
-    ]
+    out["questions"] = [_drop(q) for q in out.get("questions", [])]
     out["redacted"] = list(BENCHMARK_FIELDS)
     return out
 

@@ -20,7 +20,6 @@ from core.eval_metrics import (
     claim_count,
     score_answer,
     score_trust,
-    shareable,
     summarize_trust,
 )
 from core.research.citations import report_sentences
@@ -235,11 +234,15 @@ def test_rescore_adds_trust_figures_and_keeps_the_rest() -> None:
         rescore(saved, {"q1": ["Alice Grant"]})
 
 
-def test_eval_rescore_command_writes_a_shareable_result_shareable(
+def test_eval_rescore_command_scores_a_full_result_and_writes_it_shareable(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = tmp_path / "res.json"
-    result.write_text(json.dumps(shareable(_result(ROWS[:2]))), encoding="utf-8")
+    full = _result(
+        [{**ROWS[0], "question": "Which one (q1)?", "gold_answer": "Alice Grant"}, ROWS[1]]
+    )
+    full["redacted"] = []
+    result.write_text(json.dumps(full), encoding="utf-8")
     questions = tmp_path / "questions.jsonl"
     rows = [
         {"qid": qid, "question": f"Which one ({qid})?", "answer": a[0], "gold_passage_ids": ["p"]}
@@ -250,38 +253,39 @@ def test_eval_rescore_command_writes_a_shareable_result_shareable(
     handlers = add_parsers(p.add_subparsers(dest="command"))
     app = Sourcebook(tmp_path / "home")
     try:
-        args = p.parse_args(["eval-rescore", str(result), "--questions", str(questions)])
+        # --shareable: scored from the reports, written without them or the benchmark's text
+        out = tmp_path / "shared" / "res.json"
+        argv = ["eval-rescore", str(result), "--questions", str(questions), "--out", str(out)]
+        args = p.parse_args([*argv, "--shareable"])
         assert handlers[args.command](app, args) == 0
         printed = capsys.readouterr().out
         assert "trust: 1 answer(s) asserted, 1 abstained" in printed
-        assert f"wrote {result}" in printed
-        data = json.loads(result.read_text(encoding="utf-8"))
+        assert f"wrote {out}" in printed
+        data = json.loads(out.read_text(encoding="utf-8"))
         assert data["summary"]["trust"]["selective_accuracy"] == 1.0
         assert [q["trust"]["right"] for q in data["questions"]] == [True, False]
-        assert "Which one" not in result.read_text(encoding="utf-8")
-        assert all("question" not in q and "gold_answer" not in q for q in data["questions"])
+        text = out.read_text(encoding="utf-8")
+        assert "Which one" not in text and "Alice Grant" not in text
+        assert json.loads(result.read_text(encoding="utf-8")) == full  # --out: input kept
+        # a shareable result has no reports to score again: it is refused, saying what to do
+        args = p.parse_args(["eval-rescore", str(out), "--questions", str(questions)])
+        with pytest.raises(ConfigError, match="shareable result") as refused:
+            handlers[args.command](app, args)
+        assert "results folder" in (refused.value.hint or "")
+        assert json.loads(out.read_text(encoding="utf-8")) == data  # left as it was
         # a FinanceBench question file for a MuSiQue result is refused
         fb = tmp_path / "fb.jsonl"
         fb.write_text(json.dumps({"question": "?", "answer": "1", "evidence": []}) + "\n")
         args = p.parse_args(["eval-rescore", str(result), "--questions", str(fb)])
         with pytest.raises(ConfigError, match="musique result"):
             handlers[args.command](app, args)
-        # a shareable result stays shareable: a path it gained is written relative again
-        data["summary"]["library"] = str(tmp_path / "labs" / "lib-7")
-        result.write_text(json.dumps(data), encoding="utf-8")
+        # a result written shareable before reports were left out stays shareable: a path it
+        # gained is written relative again
+        older = _result(ROWS[:2])
+        older["summary"]["library"] = str(tmp_path / "labs" / "lib-7")
+        result.write_text(json.dumps(older), encoding="utf-8")
         args = p.parse_args(["eval-rescore", str(result), "--questions", str(questions)])
         assert handlers[args.command](app, args) == 0
         assert json.loads(result.read_text(encoding="utf-8"))["summary"]["library"] == "lib-7"
-        # --shareable makes a full result shareable: no question, no gold answer
-        full = _result([{**ROWS[0], "question": "Which one (q1)?", "gold_answer": "Alice Grant"}])
-        full["redacted"] = []
-        result.write_text(json.dumps(full), encoding="utf-8")
-        out = tmp_path / "shared" / "res.json"
-        argv = ["eval-rescore", str(result), "--questions", str(questions), "--out", str(out)]
-        args = p.parse_args([*argv, "--shareable"])
-        assert handlers[args.command](app, args) == 0
-        row = json.loads(out.read_text(encoding="utf-8"))["questions"][0]
-        assert "question" not in row and "gold_answer" not in row and row["trust"]["right"]
-        assert json.loads(result.read_text(encoding="utf-8")) == full  # --out: input kept
     finally:
         app.close()
