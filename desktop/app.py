@@ -166,6 +166,10 @@ class HeapFreezer(QObject):
         logger.debug("froze %d long-lived objects (freeze %d)", gc.get_freeze_count(), self.freezes)
 
 
+#: How long the app, its window closed, waits for work started during the close.
+EXIT_WAIT_MS = 2000
+
+
 def shutdown_operations(ops: Operations, wait_ms: int = 10_000) -> bool:
     """Cancel, wait for and destroy ``ops`` now, on the UI thread.
 
@@ -241,7 +245,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         test.start()
     code = int(app.exec())
-    shutdown_operations(window.ops, wait_ms=0)  # the window's close already waited
+    # The window's close already cancelled and waited; this waits briefly for work started since.
+    stopped = shutdown_operations(window.ops, wait_ms=EXIT_WAIT_MS)
     if test is not None:
         code = report_self_test(test, code)
+    if not stopped:
+        end_now(code)
     return code
+
+
+def end_now(code: int) -> None:
+    """End the process now, with ``code``: work that ignores its cancel (a model reading a long
+    prompt) is still running after the window closed. Left to the interpreter's exit, the
+    process lingered as long as that work lasted, a closed app still holding its memory and
+    its task's lease. Commits are crash-safe and tasks resume (ARCHITECTURE.md), so ending the
+    work loses nothing that was committed."""
+    logger.warning("ending the app with work still running (it did not stop when cancelled)")
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

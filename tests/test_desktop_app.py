@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -333,3 +334,39 @@ def test_a_failed_self_test_stops_the_apps_work_and_closes_the_window(
     assert not w.isVisible()
     assert not ops.running  # cancelled and awaited by the window's close
     assert exits == [1]
+
+
+@pytest.mark.slow
+def test_the_app_ends_when_its_window_closes_even_if_work_ignores_its_cancel(
+    tmp_path: Path,
+) -> None:
+    """Work that does not stop when cancelled (a model reading a long prompt) must not keep a
+    closed app's process alive: it ends after the close's wait and a short one more."""
+    code = (
+        "import sys, time\n"
+        "import core.service\n"
+        "core.service.Sourcebook.list_models = lambda self: time.sleep(60) or []\n"
+        "from desktop.app import main\n"
+        f"sys.exit(main(['--self-test', {str(tmp_path / 'missing.pdf')!r}, '--query', 'x']))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCEBOOK_")}
+    env |= {
+        "SOURCEBOOK_HOME": str(tmp_path / "home"),
+        "QT_QPA_PLATFORM": "offscreen",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(REPO),
+    }
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    seconds = time.monotonic() - started
+    assert out.returncode == 1, out.stderr[-2000:]  # the self-test's failure, not a crash
+    assert "ending the app with work still running" in out.stderr
+    assert seconds < 45, seconds  # the close's 8 s and 2 s more, not the work's 60 s
