@@ -377,13 +377,15 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
     model = ", ".join(sorted({m.name for m in models.values()}))
     lab = Sourcebook(home, settings=settings, embedder=app.embedder, llms=models)
     out: Path | None = args.out
+    # A shareable result's reports, for eval-rescore: kept with the library, never shared.
+    full = home / "results" / out.name if out is not None and args.shareable and not temp else None
 
     def write(result: ev.EvalResult) -> None:
         assert out is not None
         if args.shareable:
             _write_json(out, shareable(result.model_dump(mode="json")))
-            if not temp:  # the reports too, for eval-rescore; kept with the library, never shared
-                _write_json(home / "results" / out.name, result.model_dump(mode="json"))
+            if full is not None:
+                _write_json(full, result.model_dump(mode="json"))
         else:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(result.model_dump_json(indent=2), encoding="utf-8")
@@ -444,8 +446,7 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
     if out is not None:
         write(result)
         print(f"wrote {out}")
-        if args.shareable and not temp:
-            full = home / "results" / out.name
+        if full is not None:
             print(f"wrote the full result (reports, questions) to {full}", file=sys.stderr)
     return EXIT_OK if result.summary.invalid_citations == 0 else EXIT_PARTIAL
 

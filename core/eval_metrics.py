@@ -450,17 +450,14 @@ BENCHMARK_FIELDS = (
     "answer.first",
     "answer.best",
 )
-# An absolute POSIX path inside text, such as a report's Sources list: "/" after no word
+# An absolute POSIX path inside text, such as an error message: "/" after no word
 # character, dot or slash (so not a URL, "N/A" or a date) and at least two parts.
 _ABS_PATH = re.compile(r"(?<![\w.~/\\-])/[^\s\"'<>(){}/,;]+(?:/[^\s\"'<>(){}/,;]+)+")
 
 
 def _under(path: str, base: Path) -> str | None:
-    """The rest of ``path`` after the folder ``base`` ("" for ``base`` itself), or None. A
-    Markdown report escapes characters such as "_" in the paths it lists: a backslash may
-    precede any character of ``base``."""
-    spelled = "".join(r"\\?" + re.escape(ch) for ch in str(base).rstrip("/"))
-    m = re.match(spelled + r"(?:/|$)", path)
+    """The rest of ``path`` after the folder ``base`` ("" for ``base`` itself), or None."""
+    m = re.match(re.escape(str(base).rstrip("/")) + r"(?:/|$)", path)
     return None if m is None else path[m.end() :]
 
 
@@ -518,13 +515,14 @@ def shareable(result: Mapping[str, Any], root: Path = PROJECT) -> dict[str, Any]
             return [scrub(v) for v in value]
         return value
 
-    out: dict[str, Any] = scrub(result)
+    out: dict[str, Any] = scrub(
+        {**result, "questions": list(map(_drop, result.get("questions", [])))}
+    )
     summary = out.get("summary")
     if isinstance(summary, dict):
         for key in ("questions_file", "library"):  # whole paths, spaces and all
             if isinstance(result["summary"].get(key), str):
                 summary[key] = portable_path(result["summary"][key], root)
-    out["questions"] = [_drop(q) for q in out.get("questions", [])]
     out["redacted"] = list(BENCHMARK_FIELDS)
     return out
 

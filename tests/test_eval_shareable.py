@@ -60,13 +60,6 @@ def _figures(value: Any) -> Any:
 
 def _synthetic(root: Path) -> EvalResult:
     shared = root.parent / "shared" / "eval" / "fb"
-    escaped = str(shared).replace("_", "\\_")  # as a report's Sources list spells a path
-    sources = (
-        "## Sources\n\n"
-        f"1. Filing — source: {escaped}/pdfs/ACME\\_2022\\_10K.pdf — credibility 0.85\n"
-        f"2. Notes — source: {root}/resources/samples/notes.md — credibility 0.70\n"
-        "3. Elsewhere — source: /home/someone/private/x.pdf — credibility 0.50\n"
-    )
     q = QuestionResult(
         qid="fb_001",
         question="What was the operating margin of Acme Widgets in its fiscal 2022 year?",
@@ -87,9 +80,10 @@ def _synthetic(root: Path) -> EvalResult:
         page_accuracy=1.0,
         checks=[CitationCheck(number=1, evidence_id="ev1:0123456789abcdef", units=[], gold=True)],
         plan_queries=["What was the operating margin of Acme Widgets in its fiscal 2022 year?"],
-        report_markdown="**Answer:** It fell to 11.0% [1], N/A in 1/2/2023 <https://x.org/a/b>.\n\n"
-        + sources,
-        error="cannot read /tmp/run-7/lib/pages.db.",
+        report_markdown="**Answer:** It fell to 11.0% [1].\n\n## Sources\n\n1. Filing\n",
+        error=f"cannot read {root}/resources/samples/notes.md, {shared}/pdfs/x.pdf or "
+        "/home/someone/private/x.pdf (N/A since 1/2/2023, see <https://x.org/a/b>): "
+        "/tmp/run-7/lib/pages.db.",
     )
     summary = EvalSummary(
         dataset="financebench",
@@ -135,7 +129,10 @@ def test_shareable_drops_benchmark_text_and_writes_portable_paths(tmp_path: Path
     assert q["fetched_gold"] == ["ACME_2022_10K@41"]
     assert q["status_reasons"] == full["questions"][0]["status_reasons"]
     # a path left in text: relative to the project, to ../shared beside it, else its last part
-    assert q["error"] == "cannot read pages.db."
+    assert q["error"] == (
+        "cannot read resources/samples/notes.md, ../shared/eval/fb/pdfs/x.pdf or x.pdf (N/A since "
+        "1/2/2023, see <https://x.org/a/b>): pages.db."
+    )
     assert out["summary"]["questions_file"] == "../shared/eval/fb/dev_questions.jsonl"
     assert out["summary"]["library"] == "my lib"
     assert not ABSOLUTE.search(json.dumps(out))
