@@ -260,6 +260,35 @@ def extract_json_text(raw: str) -> str:
     return text
 
 
+#: A JSON answer that ends in one stretch of text written this many times over, this many
+#: characters in all, is a small model caught in a loop: under a grammar it would run on to
+#: ``max_tokens`` (a minute of 1.5B time on two cores) and still not close its JSON.
+LOOP_REPEATS = 4
+LOOP_MIN_CHARS = 64
+LOOP_MAX_UNIT = 256
+#: Tokens between two looks for a loop while generating.
+LOOP_CHECK_EVERY = 8
+#: ``ChatResponse.finish_reason`` of a JSON generation stopped by :func:`loop_cut`.
+REPEAT_FINISH = "repeat"
+
+
+def loop_cut(text: str) -> int | None:
+    """Where ``text`` starts saying again what it has just said, if it ends in one stretch
+    repeated back to back at least ``LOOP_REPEATS`` times and ``LOOP_MIN_CHARS`` characters
+    (``'"a", "a", "a", ...'``, a sentence written again and again): the end of the stretch's
+    first copy. None otherwise: a list of different items never matches, nor a short run."""
+    for unit in range(1, min(LOOP_MAX_UNIT, len(text) // LOOP_REPEATS) + 1):
+        times = max(LOOP_REPEATS, -(-LOOP_MIN_CHARS // unit))
+        stretch = text[-unit:]
+        if unit * times > len(text) or not text.endswith(stretch * times):
+            continue
+        start = len(text) - unit * times
+        while start >= unit and text[start - unit : start] == stretch:
+            start -= unit
+        return start + unit
+    return None
+
+
 def _short_error(exc: ValidationError | ValueError) -> str:
     if isinstance(exc, ValidationError):
         parts = [
@@ -379,8 +408,12 @@ class BaseLLM(ABC):
                 return schema_model.model_validate_json(extract_json_text(response.text))
             except (ValidationError, ValueError) as exc:
                 last_error, last_text = _short_error(exc), response.text
+                shown = response.text
                 if response.finish_reason == "length":
                     last_error += f" (the answer was cut at max_tokens={max_tokens})"
+                elif response.finish_reason == REPEAT_FINISH:
+                    last_error += " (the answer repeated itself and was stopped)"
+                    shown = response.text[: loop_cut(response.text)]  # a loop shown is copied
                 logger.info(
                     "%s: invalid %s on attempt %s: %s",
                     self.name,
@@ -390,7 +423,7 @@ class BaseLLM(ABC):
                 )
                 prompt = [
                     *prompt,
-                    ChatMessage(role="assistant", content=response.text[:2000]),
+                    ChatMessage(role="assistant", content=shown[:2000]),
                     ChatMessage(
                         role="user",
                         content=(
@@ -530,6 +563,7 @@ class ScriptedLLM(BaseLLM):
         max_tokens: int,
         cancel: CancelToken | None,
         on_token: Callable[[str], None] | None,
+        stop_loops: bool = False,
     ) -> ChatResponse:
         start = time.monotonic()
         tokens = self._tokens(text)
@@ -544,6 +578,13 @@ class ScriptedLLM(BaseLLM):
             out.append(tok)
             if on_token is not None:
                 on_token(tok)
+            if (
+                stop_loops
+                and len(out) % LOOP_CHECK_EVERY == 0
+                and loop_cut("".join(out)) is not None
+            ):
+                finish = REPEAT_FINISH
+                break
         return ChatResponse(
             text="".join(out),
             model=self.name,
@@ -570,7 +611,9 @@ class ScriptedLLM(BaseLLM):
             )
         )
         raise_if_cancelled(cancel, self.name)
-        response = self._run(self._next_answer(), max_tokens, cancel, None)
+        response = self._run(
+            self._next_answer(), max_tokens, cancel, None, stop_loops=json_schema is not None
+        )
         response.prompt_tokens = self.count_message_tokens(messages)
         return response
 

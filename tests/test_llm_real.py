@@ -12,7 +12,7 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.errors import ContextOverflow, GenerationCancelled
+from models.errors import ContextOverflow, GenerationCancelled, StructuredOutputError
 from models.llamacpp import LlamaCppLLM
 from models.llm import LLM, ChatMessage
 from models.openai_compat import OpenAICompatibleLLM
@@ -107,6 +107,26 @@ def test_prompt_that_does_not_fit_is_refused(llm: LLM) -> None:
     huge = [ChatMessage(role="user", content="lighthouse " * 3000)]
     with pytest.raises(ContextOverflow):
         llm.chat(huge, max_tokens=16)
+
+
+class Echo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str
+
+
+def test_a_json_answer_caught_in_a_loop_stops_long_before_its_budget(
+    local_llm: LlamaCppLLM,
+) -> None:
+    ask = [ChatMessage(role="user", content='Write the word "echo" 2000 times, nothing else.')]
+    budget = 400
+    try:
+        text = local_llm.complete_json(ask, Echo, max_tokens=budget).text
+    except StructuredOutputError as exc:
+        assert f"max_tokens={budget}" not in str(exc)  # stopped as a loop, not at the cut
+        assert "repeated itself" in str(exc)
+        text = exc.text
+    # however the model answers, it never writes the loop out to its budget (~2 tokens a copy)
+    assert text.count("echo") < budget // 4
 
 
 def test_local_token_counts_are_exact(local_llm: LlamaCppLLM) -> None:

@@ -19,6 +19,7 @@ from models.llm import (
     extract_json_text,
     inline_refs,
     json_schema_for,
+    loop_cut,
 )
 from models.registry import builtin_backends
 
@@ -105,6 +106,47 @@ def test_answer_cut_by_max_tokens_is_reported_in_the_retry() -> None:
     llm = ScriptedLLM([long, GOOD])
     llm.complete_json(USER, Plan, max_tokens=10)
     assert "max_tokens=10" in llm.history[1].messages[-1].content
+
+
+@pytest.mark.parametrize(
+    ("text", "cut"),
+    [
+        ('{"goal": "' + "tiles, " * 12, len('{"goal": "tiles, ')),  # a short stretch
+        (
+            "A. " + "The roof faces south and gets sun. " * 4,
+            len("A. The roof faces south and gets sun. "),
+        ),
+        ('{"n": "' + "ab" * 40 + "a", len('{"n": "aba')),  # ends inside a copy: "ba" repeats
+        ("x" * 70, 1),
+    ],
+)
+def test_a_text_ending_in_a_loop_is_cut_after_its_first_copy(text: str, cut: int) -> None:
+    assert loop_cut(text) == cut
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ", ".join(f'"panel {i}"' for i in range(40)),  # different items
+        '{"years": [0, 0, 0], "goal": "x"}',  # a short run
+        "The roof faces south. " * 3,  # three copies are not yet a loop
+        "",
+    ],
+)
+def test_text_without_a_loop_is_not_cut(text: str) -> None:
+    assert loop_cut(text) is None
+
+
+def test_a_looping_json_answer_is_stopped_and_retried_without_the_loop() -> None:
+    unit = "panels face south and "
+    looping = '{"goal": "' + unit * 60
+    llm = ScriptedLLM([looping, GOOD])
+    assert llm.complete_json(USER, Plan, max_tokens=400).goal == "Compare panels"
+    shown, feedback = llm.history[1].messages[-2:]
+    assert "repeated itself" in feedback.content
+    # the retry shows what came before the loop and one copy, not the loop to copy again
+    assert looping.startswith(shown.content)
+    assert len('{"goal": "') + len(unit) <= len(shown.content) < len('{"goal": "') + 2 * len(unit)
 
 
 def test_stream_yields_tokens_in_order() -> None:

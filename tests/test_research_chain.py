@@ -230,7 +230,7 @@ def test_chain_support_is_off_by_default_and_the_answer_is_then_judged_whole(
 
 def test_a_fact_cut_at_its_bound_is_no_link(chain_app: Sourcebook) -> None:
     # a small model copying its passage past the fact's bound: the cut fact states nothing whole
-    copied = f"{FACT1} in 1931, " + "and the records of the parish say so " * 6
+    copied = f"{FACT1} in 1931, " + " ".join(f"and parish record {n} says so" for n in range(8))
     steps = [{**STEPS[0], "fact": copied}, STEPS[1]]
     off = LIM.model_copy(update={"chain_support": False})
     out = _two_hop_run(
