@@ -12,9 +12,9 @@ on it, so the roles' seconds add up to more than the run's; the tokens are what 
 Nothing is run here: a lever is measured as an eval series run with it set, on a quiet machine
 (no other eval, test or build beside it), for example::
 
-    SOURCEBOOK_RESEARCH__TOOL_LOOP=false .venv/bin/sourcebook eval QUESTIONS --corpus C \\
-        --library L --tag fast --out /tmp/fast.json --shareable
-    .venv/bin/python bench/research_speed.py --set musique /tmp/fast.json L --lever tool_loop_off
+    SOURCEBOOK_RESEARCH__TOOL_LOOP=true .venv/bin/sourcebook eval QUESTIONS --corpus C \\
+        --library L --tag loop --out /tmp/loop.json --shareable
+    .venv/bin/python bench/research_speed.py --set musique /tmp/loop.json L --lever tool_loop_on
 
 Saves ``bench/results/research_speed.json``: the figures of the default settings (lever
 ``default``) as top-level ``musique`` / ``financebench`` objects (``median_s``, ``p90_s``) and

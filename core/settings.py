@@ -181,13 +181,15 @@ class ResearchLimits(BaseModel):
         "for what the queries it builds on found, and for the line items of a financial "
         "metric it names (core.research.line_items).",
     )
-    tool_loop: bool = Field(
-        True,
+    tool_loop: bool | None = Field(
+        None,
         description="After its automatic searches, a worker's model chooses its next tool "
         "calls, one model call per step; off, it reads its best hits (read_top) and writes its "
-        "notes: one model call per worker. Off: MuSiQue dev median 124 s a question (on the "
-        "first five, 126 s against 218 s on), fetched-evidence recall .80 against .86 "
-        "(bench/results/research_speed.json); on until recall holds.",
+        "notes: one model call per worker. Unset: on only when the run may use the web (its "
+        "tools are the loop's choices to make). On, over the library alone, measured fresh on "
+        "MuSiQue dev at 45f08cd: median 206 s a question against 105-121 s off, and no better: "
+        "fetched recall .78 against .80, F1 first .30 against .32, 4 confidently wrong answers "
+        "against 2 (bench/results/research_speed.json, levers tool_loop_on and default).",
     )
 
     @field_validator("stages_off")

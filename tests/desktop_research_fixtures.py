@@ -64,7 +64,7 @@ def make_service(desktop_library: Path, embedder: Any) -> Iterator[MakeService]:
             "default": planner,
         }
         settings = Settings(
-            research=ResearchLimits(max_workers=1, max_rounds=1, short_answer=False)
+            research=ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, short_answer=False)
         )
         settings.web.enabled = web
         sb = Sourcebook(desktop_library, embedder=embedder, llms=llms, settings=settings)

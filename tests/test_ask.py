@@ -26,7 +26,7 @@ from core.research.schemas import UNVERIFIED_NOTE, Boundary, ResearchLimits, Run
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
-LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False)
+LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, short_answer=False)
 ONE_HIT = LIM.model_copy(update={"discover_k": 1, "discover_graph": False})  # reads little
 PORTS = Boundary(collections=("ports",))
 

@@ -135,7 +135,9 @@ MUSIQUE = [
 ]
 # read_top=0: the scripted workers read exactly what their scripts fetch
 SETTINGS = Settings(
-    research=ResearchLimits(max_workers=1, max_rounds=1, read_top=0, short_answer=False)
+    research=ResearchLimits(
+        tool_loop=True, max_workers=1, max_rounds=1, read_top=0, short_answer=False
+    )
 )
 
 

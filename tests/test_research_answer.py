@@ -24,7 +24,9 @@ from core.research.writer import key_sentences, strip_restatement, unlike_asked
 from core.service import Sourcebook
 from models.llm import ScriptedCall, ScriptedLLM
 
-LIM = ResearchLimits(max_workers=1, max_rounds=1, read_top=0)  # short_answer on (the default)
+LIM = ResearchLimits(
+    tool_loop=True, max_workers=1, max_rounds=1, read_top=0
+)  # short_answer on (the default)
 QUESTION = "Who founded the Northport Harbor Authority?"
 
 

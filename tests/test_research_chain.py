@@ -146,7 +146,9 @@ def chain_app(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterat
     app.close()
 
 
-LIM = ResearchLimits(max_workers=1, max_rounds=1, read_top=0, trail=False, chain_support=True)
+LIM = ResearchLimits(
+    tool_loop=True, max_workers=1, max_rounds=1, read_top=0, trail=False, chain_support=True
+)
 
 
 def _short(steps: list[dict[str, Any]], answer: str, labels: list[str]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from core.research.words import focus_terms, gap_query, names
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
-LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False, read_top=0)
+LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, short_answer=False, read_top=0)
 
 
 def _calls(app: Sourcebook, task: str, tool: str) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from core.research.writer import repeat_cut
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
-LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False)
+LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, short_answer=False)
 NO_AUTO = LIM.model_copy(update={"auto_search": False})  # the model must choose to search
 ALL_HITS = LIM.model_copy(update={"discover_k": 20})
 
@@ -166,7 +166,7 @@ def test_spin_out_stop_on_repeated_search(research_app: Sourcebook) -> None:
     )
     writer = ScriptedLLM(["Dredging of the main channel in 2020 cost 12 million dollars [E1]."])
     limits = ResearchLimits(
-        max_workers=1, max_rounds=1, discover_k=20, short_answer=False
+        tool_loop=True, max_workers=1, max_rounds=1, discover_k=20, short_answer=False
     )  # every passage, twice
     report = research_app.research(
         q, models=models(planner, researcher, writer), task="spin", limits=limits
@@ -212,7 +212,12 @@ def test_budget_exhausted(research_app: Sourcebook) -> None:
     researcher = ScriptedLLM([act("think"), act("think"), act("think"), notes(sufficient=False)])
     writer = ScriptedLLM(["The Northport harbor is covered by the report [E1]."])
     limits = ResearchLimits(
-        max_workers=1, max_rounds=1, max_steps=3, max_tool_calls=2, short_answer=False
+        tool_loop=True,
+        max_workers=1,
+        max_rounds=1,
+        max_steps=3,
+        max_tool_calls=2,
+        short_answer=False,
     )
     report = research_app.research(
         q, models=models(planner, researcher, writer), task="budget", limits=limits
@@ -487,7 +492,9 @@ def test_dependencies_and_concurrency(research_app: Sourcebook) -> None:
         ]
     )
     # plain search: the script's steps assume these hit lists (graph hits add a stop-rule turn)
-    limits = ResearchLimits(max_workers=2, max_rounds=1, short_answer=False, discover_graph=False)
+    limits = ResearchLimits(
+        tool_loop=True, max_workers=2, max_rounds=1, short_answer=False, discover_graph=False
+    )
     report = research_app.research(
         "Compare harbor and railway",
         models=models(planner, researcher, writer),
@@ -556,7 +563,7 @@ def test_failed_worker_keeps_others_and_reruns_only_it(research_app: Sourcebook)
         ]
     )
     writer = ScriptedLLM(["4,200 ships in 2019 [E1]; 30,000 passengers a day [E2]."])
-    limits = ResearchLimits(max_workers=1, max_rounds=2, short_answer=False)
+    limits = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=2, short_answer=False)
     report = research_app.research(
         "ships and passengers",
         models=models(planner, researcher, writer),
@@ -600,7 +607,9 @@ def test_prompt_fits_small_context(research_app: Sourcebook) -> None:
     planner = ScriptedLLM([plan(("q1", q, []))], context_size=2048)
     researcher = ScriptedLLM(worker_script(q, ships, "4,200 ships in 2019."), context_size=2048)
     writer = ScriptedLLM(["Northport handled 4,200 ships in 2019 [E1]."], context_size=2048)
-    limits = ResearchLimits(max_workers=1, max_rounds=1, writer_max_tokens=300, short_answer=False)
+    limits = ResearchLimits(
+        tool_loop=True, max_workers=1, max_rounds=1, writer_max_tokens=300, short_answer=False
+    )
     report = research_app.research(
         q, models=models(planner, researcher, writer), task="small", limits=limits
     )
@@ -725,3 +734,23 @@ def test_without_the_tool_loop_a_worker_reads_its_best_hits_in_one_model_call(
     spans = research_app.task("no-loop")[1]
     calls = [s.name for s in spans if s.kind == "model" and s.name.startswith("researcher/")]
     assert calls == ["researcher/r1/q1/notes"]
+
+
+def test_a_run_over_the_library_alone_does_not_loop_unless_told_to(
+    research_app: Sourcebook,
+) -> None:
+    ships = pid_with(research_app, "4,200 ships")
+    assert ResearchLimits().tool_loop is None  # unset: the loop runs only when the web may
+    researcher = ScriptedLLM([notes(("4,200 ships in 2019.", [ships]))])
+    report = research_app.research(
+        SHIPS_Q,
+        models=models(
+            ScriptedLLM([plan(("q1", SHIPS_Q, []))]),
+            researcher,
+            ScriptedLLM(["Northport harbor handled 4,200 ships in 2019 [E1]."]),
+        ),
+        task="unset-loop",
+        limits=LIM.model_copy(update={"tool_loop": None}),
+    )
+    assert researcher.pending == 0 and len(researcher.history) == 1  # the notes call alone
+    assert report.notes[0].stop_reason == "read_best"

@@ -146,7 +146,9 @@ def steps_app(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterat
     app.close()
 
 
-LIM = ResearchLimits(max_workers=1, max_rounds=1, read_top=0, trail=False, chain_support=True)
+LIM = ResearchLimits(
+    tool_loop=True, max_workers=1, max_rounds=1, read_top=0, trail=False, chain_support=True
+)
 
 
 def _answered(claim: str, ev_id: str, answer: str) -> dict[str, Any]:

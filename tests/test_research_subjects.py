@@ -25,7 +25,7 @@ PASSAGES = {
     "Carvel": "Carvel is a state of the Union, governed from Dellmont.",
     "Askerland": "Askerland is a plains state. Its capital is Dunmore, where musicians lived.",
 }
-LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False, read_top=0)
+LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, short_answer=False, read_top=0)
 
 
 def _two_hop_planner() -> ScriptedLLM:

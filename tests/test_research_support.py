@@ -27,7 +27,7 @@ from core.settings import Settings
 from models.llm import ChatMessage, Choice, ScriptedLLM
 
 Q = "Who founded the Northport Harbor Authority?"
-LIM = ResearchLimits(max_workers=1, max_rounds=1, read_top=0, trail=False)
+LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, read_top=0, trail=False)
 ANSWER = {
     "steps": [],
     "calculation": "",

@@ -31,7 +31,7 @@ from core.service import Sourcebook
 from core.tasks import TaskLog
 from models.llm import ScriptedLLM
 
-LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False)
+LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, short_answer=False)
 Q = "How many ships did Northport harbor handle in 2019?"
 
 
@@ -110,7 +110,7 @@ KILL_SCRIPT = textwrap.dedent(
     ships = {ships!r}
     m = models(ScriptedLLM([plan(("q1", {q!r}, []))]),
                ScriptedLLM(worker_script("ships", ships, "4,200 ships in 2019.")), Dying([]))
-    lim = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False)
+    lim = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, short_answer=False)
     app.research({q!r}, models=m, task="killed", limits=lim)
     """
 )
@@ -224,6 +224,7 @@ def test_cli_research_ends_with_the_trail_only_when_asked(
         return capsys.readouterr().out
 
     research_app.settings.research.short_answer = False
+    research_app.settings.research.tool_loop = True  # worker_script scripts the loop's steps
     assert TRAIL_HEADING not in run("no-trail")
     asked = run("with-trail", "--trail")
     assert f"{TRAIL_HEADING}\n\n- Northport handled 4,200 ships in 2019. [1]" in asked

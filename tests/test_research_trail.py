@@ -194,7 +194,13 @@ def test_report_ends_with_the_trail_the_writer_left_out(research_app: Sourcebook
 
     # two queries: the question is not run as a third (cover_question); the trail asked for
     limits = ResearchLimits(
-        max_workers=1, max_rounds=1, read_top=0, short_answer=False, max_queries=2, trail=True
+        tool_loop=True,
+        max_workers=1,
+        max_rounds=1,
+        read_top=0,
+        short_answer=False,
+        max_queries=2,
+        trail=True,
     )
     report = research_app.research(question, models=scripted(), task="trail-run", limits=limits)
     body, rest = report.markdown.split(f"{TRAIL_HEADING}\n\n")

@@ -35,6 +35,7 @@ from core.service import Sourcebook
 from core.settings import Settings, WebSettings
 from models.llm import ScriptedLLM
 
+# tool_loop unset: a run that may use the web loops (its model chooses web tools)
 LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False)
 METADATA = "http://169.254.169.254/latest/meta-data/"
 
@@ -313,7 +314,8 @@ def test_web_off_tool_absent_and_no_connection(
         q,
         models=models(planner, researcher, writer),
         task=f"web-off-{off}",
-        limits=LIM,
+        # without the web a run does not loop unless told to; looped, its choices lack web tools
+        limits=LIM.model_copy(update={"tool_loop": True}),
         boundary=Boundary(collections=("notes",), web=off != "boundary"),
     )
     assert researcher.pending == 0 and report.citations

@@ -6,8 +6,9 @@ it reads its best unread hits up to ``read_top`` passages (best-ranked first; am
 the latest search's first; ahead of them, hits whose title the worker's subject names, see
 :meth:`Worker._tier`). When the model's action is invalid even after its retry, a
 deterministic default action keeps the worker moving (search first, then fetch the best unread
-hit, then finish), so a small model still completes. With ``tool_loop`` off there is no loop:
-after its automatic searches a worker reads its best hits and writes its notes, one model call.
+hit, then finish), so a small model still completes. With ``tool_loop`` off (the default unless
+the run may use the web) there is no loop: after its automatic searches a worker reads its best
+hits and writes its notes, one model call.
 
 The notes' findings may cite only ids this worker fetched completely (an enum built per call).
 """
@@ -107,7 +108,8 @@ class Worker:
                 # provided by operating activities"), not under the metric's name.
                 self._call("discover_evidence", {"query": items})
                 last = ("discover_evidence", items, "")
-        if not limits.tool_loop and self.searches:
+        loop = self.ctx.tools.web_allowed if limits.tool_loop is None else limits.tool_loop
+        if not loop and self.searches:
             stop = "read_best"  # no tool choices: the best hits are read below
         while not stop:
             self.ctx.check_cancel()
