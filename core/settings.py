@@ -187,7 +187,7 @@ class ResearchLimits(BaseModel):
         "calls, one model call per step; off, it reads its best hits (read_top) and writes its "
         "notes: one model call per worker. Unset: on only when the run may use the web (its "
         "tools are the loop's choices to make). On, over the library alone, measured fresh on "
-        "MuSiQue dev at 45f08cd: median 206 s a question against 105-121 s off, and no better: "
+        "MuSiQue dev in one session: median 206 s a question against 123 s off, and no better: "
         "fetched recall .78 against .80, F1 first .30 against .32, 4 confidently wrong answers "
         "against 2 (bench/results/research_speed.json, levers tool_loop_on and default).",
     )
