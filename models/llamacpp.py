@@ -21,15 +21,14 @@ from models.errors import ContextOverflow, GenerationCancelled, ModelBackendErro
 from models.gguf import read_gguf_info
 from models.llm import (
     DEFAULT_MAX_TOKENS,
-    LOOP_CHECK_EVERY,
     REPEAT_FINISH,
     BaseLLM,
     CancelToken,
     ChatMessage,
     ChatResponse,
     Choice,
+    caught_in_loop,
     check_options,
-    loop_cut,
     raise_if_cancelled,
 )
 from models.probe import check_runtime
@@ -414,11 +413,7 @@ class LlamaCppLLM(BaseLLM):
                 parts.append(token)
                 if on_token is not None:
                     on_token(token)
-                if (
-                    json_schema is not None
-                    and len(parts) % LOOP_CHECK_EVERY == 0
-                    and loop_cut("".join(parts)) is not None
-                ):
+                if json_schema is not None and caught_in_loop(parts):
                     finish = REPEAT_FINISH  # the grammar would let it run on to max_tokens
                     break
             raise_if_cancelled(cancel, self.name)

@@ -266,7 +266,7 @@ def extract_json_text(raw: str) -> str:
 LOOP_REPEATS = 4
 LOOP_MIN_CHARS = 64
 LOOP_MAX_UNIT = 256
-#: Tokens between two looks for a loop while generating.
+#: Tokens between two looks for a loop while generating (see :func:`caught_in_loop`).
 LOOP_CHECK_EVERY = 8
 #: ``ChatResponse.finish_reason`` of a JSON generation stopped by :func:`loop_cut`.
 REPEAT_FINISH = "repeat"
@@ -287,6 +287,12 @@ def loop_cut(text: str) -> int | None:
             start -= unit
         return start + unit
     return None
+
+
+def caught_in_loop(parts: Sequence[str]) -> bool:
+    """Whether a JSON generation's tokens so far end in a loop (:func:`loop_cut`), looked at
+    every ``LOOP_CHECK_EVERY`` tokens; the backends stop it with ``REPEAT_FINISH``."""
+    return len(parts) % LOOP_CHECK_EVERY == 0 and loop_cut("".join(parts)) is not None
 
 
 def _short_error(exc: ValidationError | ValueError) -> str:
@@ -578,11 +584,7 @@ class ScriptedLLM(BaseLLM):
             out.append(tok)
             if on_token is not None:
                 on_token(tok)
-            if (
-                stop_loops
-                and len(out) % LOOP_CHECK_EVERY == 0
-                and loop_cut("".join(out)) is not None
-            ):
+            if stop_loops and caught_in_loop(out):
                 finish = REPEAT_FINISH
                 break
         return ChatResponse(
