@@ -49,7 +49,11 @@ OPTIONS = ("yes", "partly", "no")
 #: (AUC .88); 0.8 keeps 79% of the right ones and flags 75% of the wrong (held out), where even
 #: odds flags a quarter. Right two-hop answers score .14-.65 and wrong ones .13-.46: even odds
 #: flagged every wrong answer held out; the fitting seed's best floor (0.44) passed one there and
-#: a lower one (0.40) asserted four wrong MuSiQue answers instead of two, so it stays.
+#: a lower one (0.40) asserted four wrong MuSiQue answers instead of two, so it stays. Real
+#: answer lines it tells apart less well: on the MuSiQue dev set's (series s34a research and
+#: s34ask Ask: 6 right, 21 wrong) AUC .66, on the research answers alone .43 (4 right, 10
+#: wrong); it keeps confidently wrong answers few mostly by passing few answers
+#: (``bench/results/answer_likelihood_not_kept.json`` has the research figures).
 SUPPORT_FLOOR = 0.8
 ANSWER_FLOOR = 0.5
 #: Claims judged per report, the answer line first; the rest keep the lexical checks alone.
