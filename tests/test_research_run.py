@@ -94,6 +94,11 @@ def test_happy_path_answered(research_app: Sourcebook) -> None:
     kinds = {s.kind for s in spans}
     assert {"stage", "model", "tool"} <= kinds
     assert any(s.prompt_tokens for s in spans if s.kind == "model")
+    # a JSON call's prompt tokens count what the model read: the schema instruction too
+    (plan_span,) = [s for s in spans if s.kind == "model" and s.name.startswith("planner/")]
+    read = planner.history[0].messages
+    assert "JSON schema" in read[0].content
+    assert plan_span.prompt_tokens == planner.count_message_tokens(read)
 
 
 def test_invalid_plan_retried_then_fallback(research_app: Sourcebook) -> None:

@@ -26,7 +26,7 @@ from core.research.schemas import EventKind, ResearchLimits, RunEvent, ToolResul
 from core.research.tools import Fetched, Scope, Tools
 from core.tasks import RecordingFailed, TaskLog
 from models.errors import GenerationCancelled, StructuredOutputError
-from models.llm import LLM, ChatMessage, Choice
+from models.llm import LLM, ChatMessage, Choice, json_schema_for, with_schema_instruction
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +142,9 @@ class RunContext:
         def call() -> M:
             self._messages_event(key, messages)
             with self.log.span(self.task, self.run, "model", f"{role}/{key}") as counts:
-                counts["prompt_tokens"] = llm.count_message_tokens(messages)
+                # what the model reads: the messages and the schema instruction the call adds
+                sent = with_schema_instruction(messages, json_schema_for(schema))
+                counts["prompt_tokens"] = llm.count_message_tokens(sent)
                 with self._model_errors(key):
                     out = llm.complete_json(
                         messages, schema, max_tokens=max_tokens, cancel=self.cancel
