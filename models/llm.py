@@ -247,6 +247,14 @@ def with_schema_instruction(
     return out
 
 
+def json_prompt(
+    messages: Sequence[ChatMessage], schema_model: type[BaseModel]
+) -> list[ChatMessage]:
+    """What ``complete_json`` sends on its first attempt: ``messages`` with the instruction for
+    ``schema_model``'s schema (so a caller can count what the model reads)."""
+    return with_schema_instruction(messages, json_schema_for(schema_model))
+
+
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
@@ -399,7 +407,7 @@ class BaseLLM(ABC):
     ) -> T:
         """Generate an object of ``schema_model``; retry once with the validation error shown."""
         schema = json_schema_for(schema_model)
-        prompt = with_schema_instruction(messages, schema)
+        prompt = json_prompt(messages, schema_model)
         last_error = last_text = ""
         for attempt in (1, 2):
             self.check_fits(prompt, max_tokens)

@@ -26,7 +26,7 @@ from core.research.schemas import EventKind, ResearchLimits, RunEvent, ToolResul
 from core.research.tools import Fetched, Scope, Tools
 from core.tasks import RecordingFailed, TaskLog
 from models.errors import GenerationCancelled, StructuredOutputError
-from models.llm import LLM, ChatMessage, Choice, json_schema_for, with_schema_instruction
+from models.llm import LLM, ChatMessage, Choice, json_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -143,8 +143,7 @@ class RunContext:
             self._messages_event(key, messages)
             with self.log.span(self.task, self.run, "model", f"{role}/{key}") as counts:
                 # what the model reads: the messages and the schema instruction the call adds
-                sent = with_schema_instruction(messages, json_schema_for(schema))
-                counts["prompt_tokens"] = llm.count_message_tokens(sent)
+                counts["prompt_tokens"] = llm.count_message_tokens(json_prompt(messages, schema))
                 with self._model_errors(key):
                     out = llm.complete_json(
                         messages, schema, max_tokens=max_tokens, cancel=self.cancel
