@@ -1,0 +1,185 @@
+"""What the evidence ids in a worker's notes call cost, and what the model needs them for.
+
+An evidence id (``ev1:`` and 16 hex digits) is ~20 tokens each time a notes call reads or
+writes it: in the passage headers, in the schema instruction's enum of citable ids, and in the
+findings and ``answer_id`` the model writes. Two ways to spend fewer are replayed here, greedily,
+on one model instance, on notes calls a series of runs logged (``sourcebook eval --tag T``):
+
+- ``ids``: the call as logged (the baseline, in the same process);
+- ``labels``: passages headed [E1], [E2], ... and the schema's enum of those labels;
+- ``no_enum``: ids as logged, the schema instruction's enums replaced by "an evidence id shown
+  above" (the grammar still allows only the ids).
+
+Per variant: prompt tokens, seconds, and how many calls gave a step answer (``answer`` not
+empty: the answer the steps that build on this one carry, :mod:`core.research.steps`). The
+variants rotate order from call to call. Saves ``bench/results/notes_ids.json`` (keys and
+figures only).
+
+    .venv/bin/python bench/notes_ids.py --library L --series eval-MODEL-TAG [--calls 24]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from prompt_lookup import recorded_calls  # noqa: E402
+
+from core.research.schemas import notes_model  # noqa: E402
+from core.settings import models_cache_dir  # noqa: E402
+from core.tasks import TaskLog  # noqa: E402
+from models.errors import ModelBackendError  # noqa: E402
+from models.llamacpp import LlamaCppLLM  # noqa: E402
+from models.llm import (  # noqa: E402
+    ChatMessage,
+    extract_json_text,
+    json_schema_for,
+    with_schema_instruction,
+)
+from models.starter import STARTER_DEFAULT, ensure_starter  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "notes_ids.json"
+VARIANTS = ("ids", "labels", "no_enum")
+MAX_TOKENS = 500
+_EV_ID = re.compile(r"ev\d:[0-9a-f]{16}")
+ENUM_HINT = "an evidence id shown above"
+
+
+def labelled(messages: list[ChatMessage]) -> tuple[list[ChatMessage], list[str]]:
+    """The messages with every evidence id replaced by E1, E2, ... in order of first mention,
+    and the labels."""
+    ids = list(dict.fromkeys(_EV_ID.findall("\n".join(m.content for m in messages))))
+    label = {ev_id: f"E{n}" for n, ev_id in enumerate(ids, 1)}
+    out = [
+        m.model_copy(update={"content": _EV_ID.sub(lambda x: label[x.group(0)], m.content)})
+        for m in messages
+    ]
+    return out, list(label.values())
+
+
+def without_enums(node: Any) -> Any:
+    """A JSON schema with each ``enum`` replaced by a string described as an id shown above."""
+    if isinstance(node, dict):
+        if "enum" in node:
+            return {"type": "string", "description": ENUM_HINT}
+        return {k: without_enums(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [without_enums(v) for v in node]
+    return node
+
+
+def prompt_and_grammar(
+    variant: str, messages: list[ChatMessage], ids: list[str]
+) -> tuple[list[ChatMessage], dict[str, Any]]:
+    """What the model reads (schema instruction included) and the schema its output is held to."""
+    if variant == "labels":
+        messages, labels = labelled(messages)
+        schema = json_schema_for(notes_model(labels))
+        return with_schema_instruction(messages, schema), schema
+    schema = json_schema_for(notes_model(ids))
+    shown = without_enums(schema) if variant == "no_enum" else schema
+    return with_schema_instruction(messages, shown), schema
+
+
+def run(llm: LlamaCppLLM, prompt: list[ChatMessage], schema: dict[str, Any]) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        response = llm._run(llm._generate_here, prompt, MAX_TOKENS, 0.0, None, schema, None)
+        data = json.loads(extract_json_text(response.text))
+    except (ModelBackendError, ValueError):
+        return {"ok": False, "seconds": round(time.perf_counter() - started, 2)}
+    return {
+        "ok": True,
+        "seconds": round(time.perf_counter() - started, 2),
+        "prompt_tokens": response.prompt_tokens,
+        "written_tokens": response.completion_tokens,
+        "step_answer": bool(str(data.get("answer") or "").strip()),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--library", type=Path, required=True, help="The eval library's home.")
+    ap.add_argument("--series", required=True, help="Task-name prefix, e.g. eval-MODEL-TAG.")
+    ap.add_argument("--calls", type=int, default=24, help="Logged notes calls to replay.")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+
+    log = TaskLog(args.library / "tasks.sqlite")
+    try:
+        calls = [c for c in recorded_calls(log, args.series, args.calls) if c["kind"] == "notes"]
+    finally:
+        log.close()
+    if not calls:
+        raise SystemExit(f"no logged notes calls under {args.series!r}")
+    llm = LlamaCppLLM(ensure_starter(STARTER_DEFAULT, models_cache_dir()), n_threads=2, seed=0)
+    rows = []
+    try:
+        llm.load()  # not inside the first call's time
+        for i, call in enumerate(calls):
+            ids = list(dict.fromkeys(_EV_ID.findall(call["messages"][-1].content)))
+            order = VARIANTS[i % 3 :] + VARIANTS[: i % 3]
+            row: dict[str, Any] = {"key": call["key"]}
+            for variant in order:
+                row[variant] = run(llm, *prompt_and_grammar(variant, call["messages"], ids))
+            rows.append(row)
+            print(
+                "  ".join(
+                    f"{v} {row[v]['seconds']:>5.1f} s answer {row[v].get('step_answer', '-')!s:<5}"
+                    for v in VARIANTS
+                )
+                + f"  {call['key']}",
+                flush=True,
+            )
+    finally:
+        llm.close()
+    scored = [r for r in rows if all(r[v]["ok"] for v in VARIANTS)]
+    variants = (
+        {
+            v: {
+                "step_answers": sum(r[v]["step_answer"] for r in scored),
+                "seconds_total": round(sum(r[v]["seconds"] for r in scored), 1),
+                "seconds_median": round(statistics.median(r[v]["seconds"] for r in scored), 2),
+                "prompt_tokens": sum(r[v]["prompt_tokens"] for r in scored),
+                "written_tokens": sum(r[v]["written_tokens"] for r in scored),
+            }
+            for v in VARIANTS
+        }
+        if scored
+        else {}
+    )
+    result = {
+        "model": STARTER_DEFAULT.name,
+        "series": args.series,
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "load_avg_end": list(os.getloadavg()),
+        "calls": len(rows),
+        "scored": len(scored),
+        "variants": variants,
+        "rows": rows,
+    }
+    for v, k in variants.items():
+        print(
+            f"{v}: {k['step_answers']}/{len(scored)} step answers, {k['seconds_total']} s, "
+            f"{k['prompt_tokens']} prompt / {k['written_tokens']} written tokens"
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(f"saved {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,46 @@
+"""bench/notes_ids.py: the prompt variants it replays (no model)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from types import ModuleType
+
+from conftest import REPO
+
+from models.llm import ChatMessage
+
+A, B = "ev1:00000000000000aa", "ev1:00000000000000bb"
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("notes_ids", REPO / "bench/notes_ids.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+MESSAGES = [
+    ChatMessage(role="system", content="Write notes."),
+    ChatMessage(role="user", content=f"[{B}] Mill\nA mill.\n\n[{A}] Town\nA town near [{B}]."),
+]
+
+
+def test_labels_replace_every_id_in_order_of_first_mention_and_the_enum_follows() -> None:
+    bench = _bench()
+    prompt, schema = bench.prompt_and_grammar("labels", MESSAGES, [B, A])
+    text = prompt[-1].content
+    assert A not in text and B not in text
+    assert text.startswith("[E1] Mill") and "[E2] Town" in text and text.endswith("near [E1].")
+    assert '"E1","E2"' in prompt[0].content and "E1" in json.dumps(schema)
+
+
+def test_no_enum_hides_the_ids_from_the_instruction_but_the_grammar_keeps_them() -> None:
+    bench = _bench()
+    prompt, schema = bench.prompt_and_grammar("no_enum", MESSAGES, [B, A])
+    instruction = prompt[0].content
+    assert A not in instruction and bench.ENUM_HINT in instruction
+    assert A in json.dumps(schema) and B in json.dumps(schema)
+    logged, _ = bench.prompt_and_grammar("ids", MESSAGES, [B, A])
+    assert A in logged[0].content and logged[1] == MESSAGES[1]
