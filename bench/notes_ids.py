@@ -8,14 +8,18 @@ on one model instance, on notes calls a series of runs logged (``sourcebook eval
 - ``ids``: the call as logged (the baseline, in the same process);
 - ``labels``: passages headed [E1], [E2], ... and the schema's enum of those labels;
 - ``no_enum``: ids as logged, the schema instruction's enums replaced by "an evidence id shown
-  above" (the grammar still allows only the ids).
+  above" (the grammar still allows only the ids);
+- ``one_id``: ids as logged, but a finding cites one passage, not up to three (schema and
+  prompt line): the 1.5B's one finding a call nearly always cited every passage shown, ~35 of
+  the ~130 tokens a call writes.
 
 Per variant: prompt tokens, seconds, and how many calls gave a step answer (``answer`` not
 empty: the answer the steps that build on this one carry, :mod:`core.research.steps`). The
 variants rotate order from call to call. Saves ``bench/results/notes_ids.json`` (keys and
 figures only).
 
-    .venv/bin/python bench/notes_ids.py --library L --series eval-MODEL-TAG [--calls 24]
+    .venv/bin/python bench/notes_ids.py --library L --series eval-MODEL-TAG [--calls 24] \\
+        [--variants ids,one_id]
 """
 
 from __future__ import annotations
@@ -51,7 +55,13 @@ from models.llm import (  # noqa: E402
 from models.starter import STARTER_DEFAULT, ensure_starter  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "notes_ids.json"
-VARIANTS = ("ids", "labels", "no_enum")
+VARIANTS = ("ids", "labels", "no_enum", "one_id")
+LOGGED_IDS_PER_FINDING = 3  # what the logged calls' schema allowed (s34a, s35)
+FINDING_LINE = re.compile(r"^Each finding is .*$", re.M)
+ONE_ID_LINE = (
+    "Each finding is one short factual sentence taken from the passages, with the evidence id "
+    "of the one passage that states it."
+)
 MAX_TOKENS = 500
 _EV_ID = re.compile(r"ev\d:[0-9a-f]{16}")
 ENUM_HINT = "an evidence id shown above"
@@ -80,6 +90,23 @@ def without_enums(node: Any) -> Any:
     return node
 
 
+def ids_per_finding(schema: dict[str, Any], n: int) -> dict[str, Any]:
+    """``schema`` (a notes schema) with a finding's ``evidence_ids`` bounded to ``n`` items."""
+
+    def bound(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {k: bound(v) for k, v in node.items()}
+            ids = out.get("properties", {}).get("evidence_ids")
+            if isinstance(ids, dict):
+                out["properties"]["evidence_ids"] = {**ids, "maxItems": n}
+            return out
+        if isinstance(node, list):
+            return [bound(v) for v in node]
+        return node
+
+    return bound(schema)
+
+
 def prompt_and_grammar(
     variant: str, messages: list[ChatMessage], ids: list[str]
 ) -> tuple[list[ChatMessage], dict[str, Any]]:
@@ -88,7 +115,11 @@ def prompt_and_grammar(
         messages, labels = labelled(messages)
         schema = json_schema_for(notes_model(labels))
         return with_schema_instruction(messages, schema), schema
-    schema = json_schema_for(notes_model(ids))
+    schema = ids_per_finding(json_schema_for(notes_model(ids)), LOGGED_IDS_PER_FINDING)
+    if variant == "one_id":
+        schema = ids_per_finding(schema, 1)
+        system = FINDING_LINE.sub(ONE_ID_LINE, messages[0].content)
+        messages = [messages[0].model_copy(update={"content": system}), *messages[1:]]
     shown = without_enums(schema) if variant == "no_enum" else schema
     return with_schema_instruction(messages, shown), schema
 
@@ -114,8 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--library", type=Path, required=True, help="The eval library's home.")
     ap.add_argument("--series", required=True, help="Task-name prefix, e.g. eval-MODEL-TAG.")
     ap.add_argument("--calls", type=int, default=24, help="Logged notes calls to replay.")
+    ap.add_argument(
+        "--variants", default=",".join(VARIANTS), help="Comma-separated, of: " + ", ".join(VARIANTS)
+    )
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
+    chosen = tuple(v for v in args.variants.split(",") if v)
+    if not chosen or set(chosen) - set(VARIANTS):
+        raise SystemExit(f"--variants: choose from {', '.join(VARIANTS)}")
 
     log = TaskLog(args.library / "tasks.sqlite")
     try:
@@ -130,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         llm.load()  # not inside the first call's time
         for i, call in enumerate(calls):
             ids = list(dict.fromkeys(_EV_ID.findall(call["messages"][-1].content)))
-            order = VARIANTS[i % 3 :] + VARIANTS[: i % 3]
+            k = i % len(chosen)
+            order = chosen[k:] + chosen[:k]
             row: dict[str, Any] = {"key": call["key"]}
             for variant in order:
                 row[variant] = run(llm, *prompt_and_grammar(variant, call["messages"], ids))
@@ -138,14 +176,14 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 "  ".join(
                     f"{v} {row[v]['seconds']:>5.1f} s answer {row[v].get('step_answer', '-')!s:<5}"
-                    for v in VARIANTS
+                    for v in chosen
                 )
                 + f"  {call['key']}",
                 flush=True,
             )
     finally:
         llm.close()
-    scored = [r for r in rows if all(r[v]["ok"] for v in VARIANTS)]
+    scored = [r for r in rows if all(r[v]["ok"] for v in chosen)]
     variants = (
         {
             v: {
@@ -155,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                 "prompt_tokens": sum(r[v]["prompt_tokens"] for r in scored),
                 "written_tokens": sum(r[v]["written_tokens"] for r in scored),
             }
-            for v in VARIANTS
+            for v in chosen
         }
         if scored
         else {}

@@ -44,3 +44,23 @@ def test_no_enum_hides_the_ids_from_the_instruction_but_the_grammar_keeps_them()
     assert A in json.dumps(schema) and B in json.dumps(schema)
     logged, _ = bench.prompt_and_grammar("ids", MESSAGES, [B, A])
     assert A in logged[0].content and logged[1] == MESSAGES[1]
+
+
+def test_one_id_bounds_a_finding_to_one_passage_in_grammar_and_prompt_line() -> None:
+    bench = _bench()
+    system = ChatMessage(
+        role="system", content="Write notes.\nEach finding is a sentence, with its ids.\nThen."
+    )
+    messages = [system, MESSAGES[1]]
+
+    def bound(schema: dict) -> int:
+        return schema["properties"]["findings"]["items"]["properties"]["evidence_ids"]["maxItems"]
+
+    logged, schema = bench.prompt_and_grammar("ids", messages, [B, A])
+    assert bound(schema) == bench.LOGGED_IDS_PER_FINDING and logged[0].content.startswith(
+        system.content
+    )
+    prompt, schema = bench.prompt_and_grammar("one_id", messages, [B, A])
+    assert bound(schema) == 1
+    assert bench.ONE_ID_LINE in prompt[0].content and "with its ids" not in prompt[0].content
+    assert prompt[0].content.startswith("Write notes.\n") and prompt[1] == MESSAGES[1]
