@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import hashlib
 import json
 import re
 import shutil
@@ -350,10 +351,21 @@ def _parse_ks(text: str) -> list[int]:
     return ks
 
 
+SERIES_CHARS = 60  # of a series name after "eval-"
+
+
 def _series(model: str, tag: str, own_docs: bool) -> str:
-    """The task-name prefix of an evaluation series: eval-MODEL[-TAG][-own-docs]."""
+    """The task-name prefix of an evaluation series: eval-MODEL[-TAG][-own-docs].
+
+    A name too long to keep whole (several role models, a long tag) is cut and ends with a
+    digest of the whole: cut alone, it lost the tag and ``own-docs``, and a second series of the
+    same models would have resumed the first one's tasks as its own."""
     series = f"{model} {tag} {'own-docs' if own_docs else ''}"
-    return "eval-" + re.sub(r"[^a-z0-9.]+", "-", series.strip().lower())[:60]
+    name = re.sub(r"[^a-z0-9.]+", "-", series.strip().lower())
+    if len(name) > SERIES_CHARS:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        name = f"{name[: SERIES_CHARS - 9].rstrip('-')}-{digest}"
+    return "eval-" + name
 
 
 def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:

@@ -524,6 +524,19 @@ def test_eval_own_docs_bounds_each_run_to_the_filing_its_question_names(
     app.close()
 
 
+def test_a_series_name_too_long_to_keep_whole_keeps_its_tag_and_scope_apart() -> None:
+    from core.cli_research import SERIES_CHARS, _series
+
+    one = "tiny-model-q4"
+    assert _series(one, "run a", False) == "eval-tiny-model-q4-run-a"  # names that fit: as ever
+    assert _series(one, "run a", True) == "eval-tiny-model-q4-run-a-own-docs"
+    mixed = "alpha-small-instruct-q4_k_m, alpha-large-instruct-q4_k_m"  # two role models
+    names = {_series(mixed, tag, docs) for tag in ("run a", "run b") for docs in (False, True)}
+    assert len(names) == 4  # a cut name still tells the series apart
+    assert all(len(n) == len("eval-") + SERIES_CHARS and n.startswith("eval-alpha") for n in names)
+    assert _series(mixed, "run a", False) == _series(mixed, "run a", False)  # and is stable
+
+
 def test_eval_usage_errors(tmp_path: Path, embedder: Any) -> None:
 
     questions, corpus = _musique_files(tmp_path)
