@@ -46,6 +46,8 @@ def test_chain_block_lists_one_cited_fact_per_step() -> None:
         "- The Dravin River flows through Kelmor [E2].",
     ]
     assert chain_block([]) == ""
+    twice = chain_block([(FACT1, "E1"), (FACT2, "E2"), (FACT1 + ".", "E1")])
+    assert twice.splitlines()[1:] == [f"- {FACT1} [E1].", f"- {FACT2} [E2]."]  # shown once
     md = report()
     assert chain_lines(md) == [f"- {FACT1} [{ID1}].", f"- {FACT2} [{ID2}]."]
     assert chain_lines(chain.withheld_head(md)) == chain_lines(md)

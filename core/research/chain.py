@@ -34,12 +34,14 @@ _NAME_OR_FIGURE = re.compile(r"\b[A-Z][\w'-]+|\d[\d,.]*\d|\d")
 
 def chain_block(links: list[tuple[str, str]]) -> str:
     """The chain under the answer line: ``links`` are (fact, label) in step order; a fact is
-    one sentence and cites its label once, at its end. "" without links."""
-    items = []
+    one sentence and cites its label once, at its end; a link that repeats an earlier one is
+    shown once (a small model may state one fact for two steps). "" without links."""
+    items: list[str] = []
     for fact, label in links:
         text = _CITES.sub("", " ".join(fact.split())).strip().rstrip(".;,: ")
-        if text:
-            items.append(f"{_ITEM}{text} [{label}].")
+        item = f"{_ITEM}{text} [{label}]."
+        if text and item not in items:
+            items.append(item)
     return f"{CHAIN_HEAD}\n" + "\n".join(items) if items else ""
 
 
