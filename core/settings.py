@@ -169,6 +169,12 @@ class ResearchLimits(BaseModel):
         "that it asserts more right answers without more wrong ones: it can only loosen the "
         "answer's check.",
     )
+    notes_body: bool = Field(
+        False,
+        description="Under a short answer, the body is the notes' findings that a passage "
+        "they cite holds, each cited to it (no model call), instead of the writer's prose "
+        "(one call reading every passage fetched).",
+    )
     stages_off: list[str] = Field(
         default_factory=list,
         description="Post-draft stages switched off by name: those of "

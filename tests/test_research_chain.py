@@ -285,3 +285,48 @@ def test_with_the_body_off_the_answer_and_its_chain_are_the_report(chain_app: So
     lines = [ln for ln in out.markdown.split("## Sources")[0].splitlines() if ln.strip()]
     assert lines[0].startswith("**Answer:** the Dravin River [")
     assert lines[1:] == [CHAIN_HEAD, *chain_lines(out.markdown)] and len(lines) == 4
+
+
+JOINED = "The Dravin River was named by Tomas Varga."  # each passage holds part of it
+
+
+def _notes_body_run(app: Sourcebook, task: str, findings: list[tuple[str, str]]) -> Any:
+    """A run with ``notes_body`` on, its researcher noting ``findings`` (claim, the text of the
+    passage it cites) and JOINED; the writer scripted with the short answer alone."""
+    born, river = pid_with(app, "was born in Kelmor"), pid_with(app, "flows through Kelmor")
+    noted = [(claim, [pid_with(app, text)]) for claim, text in findings]
+    researcher = ScriptedLLM(
+        [
+            act("fetch_evidence", evidence_id=born),
+            act("fetch_evidence", evidence_id=river),
+            act("finish"),
+            notes(*noted, (JOINED, [born, river])),
+        ]
+    )
+    writer = ScriptedLLM([_short(STEPS, "the Dravin River", ["E2"])])
+    limits = LIM.model_copy(update={"notes_body": True, "chain_support": False})
+    out = app.research(
+        Q,
+        models=models(ScriptedLLM([plan(("q1", Q, []))]), researcher, writer),
+        task=task,
+        limits=limits,
+    )
+    assert writer.pending == 0 and not any("Notes (data" in str(c.messages) for c in writer.history)
+    return out
+
+
+def test_a_notes_body_states_the_checked_findings_the_chain_does_not(chain_app: Sourcebook) -> None:
+    finding = "Tomas Varga was born in Kelmor in 1931."
+    out = _notes_body_run(chain_app, "notes-body", [(finding, "was born in Kelmor")])
+    text = out.markdown.split("## Sources")[0]
+    assert text.startswith("**Answer:** the Dravin River [")
+    assert finding.rstrip(".") in text.split(CHAIN_HEAD)[1]  # under the chain, cited
+    assert JOINED.rstrip(".") not in text  # a note no passage it cites holds is not stated
+    # a note the chain already states adds nothing: the answer and its chain are the report,
+    # not the unchecked notes the writer's fallback would list
+    again = _notes_body_run(chain_app, "notes-body-chain", [(FACT1 + ".", "was born in Kelmor")])
+    lines = [ln for ln in again.markdown.split("## Sources")[0].splitlines() if ln.strip()]
+    assert lines[1:] == [CHAIN_HEAD, *chain_lines(again.markdown)]
+    assert JOINED.rstrip(".") not in again.markdown
+    done = [e.payload for e in chain_app.task_log().events("notes-body-chain")]
+    assert {"stated": 0, "unheld": 1, "repeated": 1} in done

@@ -20,6 +20,7 @@ STAGES: dict[str, str] = {
     "step_answers": "answer a chain of plan steps with its last step's answer, each step cited",
     "short_answer": "open the report with a short answer worked hop by hop (one model call)",
     "body": "under a short answer, the writer's prose (one model call; off: answer and chain)",
+    "notes_body": "under a short answer, notes a passage holds, not the writer's prose (off)",
     "cite_quotations": "cite the passage a quotation was pasted from, when the writer did not",
     "method_talk": "drop uncited sentences about the writing rather than the subject",
     "answer_copy": "drop draft lines that only repeat the answer line",

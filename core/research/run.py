@@ -275,11 +275,15 @@ def _run(
             if answer and on_token is not None:
                 on_token(answer + "\n\n")
         bare = bool(answer) and not stage_on(ctx, "body")  # the answer and its chain only
-        draft = (
-            ""
-            if bare
-            else writer.write(ctx, req.question, st.plan, notes, evidence, labels, on_token, answer)
-        )
+        draft = ""
+        if not bare:
+            if answer and stage_on(ctx, "notes_body"):
+                draft = writer.notes_body(ctx, notes, answer)
+                bare = not draft  # nothing held beyond the answer: the answer and its chain
+            else:
+                draft = writer.write(
+                    ctx, req.question, st.plan, notes, evidence, labels, on_token, answer
+                )
         draft = bracket_labels(draft, labels)
         by_id = {ev.evidence_id: ev.text for ev in evidence}
         quoted = {k: by_id[v] for k, v in labels.items()}

@@ -507,6 +507,53 @@ def write(
     return text
 
 
+NOTES_BODY_FINDINGS = 6  # findings a body made of the notes states, at most
+
+
+def notes_body(ctx: RunContext, notes: list[ResearchNotes], answer: str) -> str:
+    """The body under a short answer made of the notes (stage ``notes_body``): of each step's
+    findings that a passage they cite holds (all its names and figures), those about the step's
+    own subject (:meth:`~ResearchNotes.on_topic`), in step order, each citing only the passages
+    that hold it; none the answer and its chain already state ("" when none is left). Its log
+    event counts what was left out.
+
+    No model call: the writer's prose over the same passages costs a call reading all of them
+    (~18 s a question with the 1.5B here) and often restated the question with an answer of its
+    own. A finding is the small model's own reading, so it is checked first: unchecked, one that
+    joins a name from one passage to a fact from another ("B is from C" citing a passage about B
+    and one about C) would be stated as found."""
+    said = {_key(ln) for ln in answer.splitlines() if _key(ln)}
+    lines: list[str] = []
+    unheld = repeated = 0
+    for n in notes:
+        held = []
+        for f in n.findings:
+            terms = key_terms(f.claim)
+            holders = [
+                i
+                for i in f.evidence_ids
+                if (ev := ctx.fetched.get(i)) is not None
+                and not terms_missing(terms, cited_text(ev))
+            ]
+            if holders:
+                held.append(f.model_copy(update={"evidence_ids": holders}))
+            else:
+                unheld += 1
+        for f in n.model_copy(update={"findings": held}).on_topic():
+            claim = f.claim.strip().rstrip(".")
+            if _key(claim) in said:
+                repeated += 1
+            else:
+                said.add(_key(claim))
+                lines.append(f"{claim} {''.join(f'[{i}]' for i in f.evidence_ids)}.")
+    record(
+        ctx,
+        "notes_body",
+        {"stated": len(lines[:NOTES_BODY_FINDINGS]), "unheld": unheld, "repeated": repeated},
+    )
+    return " ".join(lines[:NOTES_BODY_FINDINGS])
+
+
 def findings_report(notes: list[ResearchNotes]) -> str:
     """The fallback report: each finding as a bullet citing its evidence ids."""
     lines = []
