@@ -10,8 +10,8 @@ on one model instance, on notes calls a series of runs logged (``sourcebook eval
 - ``no_enum``: ids as logged, the schema instruction's enums replaced by "an evidence id shown
   above" (the grammar still allows only the ids);
 - ``one_id``: ids as logged, but a finding cites one passage, not up to three (schema and
-  prompt line): the 1.5B's one finding a call nearly always cited every passage shown, ~35 of
-  the ~130 tokens a call writes.
+  prompt line): in s34a's notes calls, 50 of 51 wrote one finding, 36 of 56 findings cited all
+  three passages shown, and ids were 52 of the ~130 tokens a call wrote.
 
 Per variant: prompt tokens, seconds, and how many calls gave a step answer (``answer`` not
 empty: the answer the steps that build on this one carry, :mod:`core.research.steps`). The
