@@ -741,6 +741,35 @@ def test_without_the_tool_loop_a_worker_reads_its_best_hits_in_one_model_call(
     assert calls == ["researcher/r1/q1/notes"]
 
 
+def test_a_plan_for_workers_without_tools_names_no_tools(research_app: Sourcebook) -> None:
+    """With no tool loop the planner is asked for no tools or purposes (the run reads neither;
+    each is tokens the model writes); with the loop it is. A plan that names them still loads."""
+    ships = pid_with(research_app, "4,200 ships")
+    full_plan = plan(("q1", SHIPS_Q, []))
+    full_plan["queries"][0].update(preferred_tool="explore", purpose="count the ships")
+    schemas: dict[bool, str] = {}
+    prompts: dict[bool, str] = {}
+    for loop in (False, True):
+        planner = ScriptedLLM([full_plan])
+        script = [notes(("4,200 ships in 2019.", [ships]))]
+        researcher = ScriptedLLM(script if not loop else worker_script(SHIPS_Q, ships, "4,200."))
+        report = research_app.research(
+            SHIPS_Q,
+            models=models(planner, researcher, ScriptedLLM(["It handled 4,200 ships [E1]."])),
+            task=f"plan-tools-{loop}",
+            limits=LIM.model_copy(update={"tool_loop": loop}),
+        )
+        schemas[loop] = json.dumps(planner.history[0].json_schema)
+        prompts[loop] = planner.history[0].messages[0].content
+        assert report.plan is not None and report.plan.queries[0].query == SHIPS_Q
+        assert report.plan.queries[0].preferred_tool == "explore"  # what the model wrote, kept
+    for field in ("preferred_tool", "fallback_tool", "purpose"):
+        assert field not in schemas[False] and field in schemas[True]
+    assert "depends_on" in schemas[False]
+    tools_line = "find_entities (names)"
+    assert tools_line not in prompts[False] and tools_line in prompts[True]
+
+
 def test_a_run_over_the_library_alone_does_not_loop_unless_told_to(
     research_app: Sourcebook,
 ) -> None:

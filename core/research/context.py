@@ -85,6 +85,12 @@ class RunContext:
 
     # ------------------------------------------------------------------ plumbing
 
+    @property
+    def tool_loop(self) -> bool:
+        """Whether a worker's model chooses its next tool calls (``limits.tool_loop``; unset,
+        only when the run may use the web)."""
+        return self.tools.web_allowed if self.limits.tool_loop is None else self.limits.tool_loop
+
     def model(self, role: str) -> LLM:
         llm = self.models.get(role) or self.models.get("default")
         if llm is None:

@@ -23,7 +23,13 @@ from pydantic import ValidationError
 from core.errors import ModelError
 from core.research.context import RunContext
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
-from core.research.schemas import Clarification, ResearchPlan, ResearchQuery, routing_model
+from core.research.schemas import (
+    Clarification,
+    LeanPlan,
+    ResearchPlan,
+    ResearchQuery,
+    routing_model,
+)
 from core.research.words import content_words, fold, names, names_in, subject_names
 
 logger = logging.getLogger(__name__)
@@ -246,7 +252,10 @@ def make_plan(ctx: RunContext, question: str, answers: list[str]) -> tuple[Resea
         "answers": answers,
         "scope": ctx.scope.describe(),
         "discovery": discovery(ctx, question),
+        "tools": ctx.tool_loop,
     }
+    # with no tool loop the planner writes no tools or purposes (the run would not read them)
+    schema = ResearchPlan if ctx.tool_loop else LeanPlan
     budget = answer_budget(llm, PLAN_MAX_TOKENS)
     msgs = fit_messages(
         llm,
@@ -254,10 +263,11 @@ def make_plan(ctx: RunContext, question: str, answers: list[str]) -> tuple[Resea
         variables,
         {"discovery": "head"},
         budget,
-        reserve=schema_reserve(llm, ResearchPlan),
+        reserve=schema_reserve(llm, schema),
     )
     try:
-        plan, _ = ctx.model_json("planner", "plan", msgs, ResearchPlan, max_tokens=budget)
+        drafted, _ = ctx.model_json("planner", "plan", msgs, schema, max_tokens=budget)
+        plan = ResearchPlan.model_validate(drafted.model_dump())
         context = "\n".join([*answers, variables["discovery"]])
         return ground_plan(plan, question, context, ctx.limits.max_queries), False
     except ModelError as exc:

@@ -108,8 +108,7 @@ class Worker:
                 # provided by operating activities"), not under the metric's name.
                 self._call("discover_evidence", {"query": items})
                 last = ("discover_evidence", items, "")
-        loop = self.ctx.tools.web_allowed if limits.tool_loop is None else limits.tool_loop
-        if not loop and self.searches:
+        if not self.ctx.tool_loop and self.searches:
             stop = "read_best"  # no tool choices: the best hits are read below
         while not stop:
             self.ctx.check_cancel()
