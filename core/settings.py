@@ -126,7 +126,16 @@ class ResearchLimits(BaseModel):
     max_tool_calls: int = Field(20, ge=1, description="Tool calls per worker.")
     max_steps: int = Field(50, ge=1, description="Steps (model turns) per worker.")
     fetch_chars: int = Field(12000, ge=200, description="Characters per evidence fetch.")
-    max_rounds: int = Field(2, ge=1, description="Research rounds (first + follow-ups).")
+    max_rounds: int = Field(
+        1,
+        ge=1,
+        description="Research rounds (first + follow-ups). A follow-up round researches the "
+        "gaps the first round's notes name. On MuSiQue dev it fetched no gold passage the first "
+        "round had not in two series of 15 questions, one in a third, and asking for gaps cost "
+        "~20 of the ~115 tokens a notes call writes: with one round, the median 94 s a question "
+        "against 100 s, the same answers asserted and confidently wrong "
+        "(bench/results/research_speed.json, lever one_round).",
+    )
     discover_k: int = Field(6, ge=1, le=50, description="Hits per discover_evidence call.")
     discover_graph: bool = Field(
         True,

@@ -20,7 +20,7 @@ from research_fixtures import (
 )
 
 from core.research.citations import bracket_labels
-from core.research.schemas import Boundary, ResearchLimits
+from core.research.schemas import Boundary, ResearchLimits, ResearchPlan
 from core.research.writer import repeat_cut
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
@@ -768,6 +768,52 @@ def test_a_plan_for_workers_without_tools_names_no_tools(research_app: Sourceboo
     assert "depends_on" in schemas[False]
     tools_line = "find_entities (names)"
     assert tools_line not in prompts[False] and tools_line in prompts[True]
+
+
+def test_notes_ask_for_gaps_only_when_a_follow_up_round_may_research_them(
+    research_app: Sourcebook,
+) -> None:
+    ships = pid_with(research_app, "4,200 ships")
+    for rounds in (1, 2):
+        researcher = ScriptedLLM([notes(("4,200 ships in 2019.", [ships]))])
+        research_app.research(
+            SHIPS_Q,
+            models=models(
+                ScriptedLLM([plan(("q1", SHIPS_Q, []))]),
+                researcher,
+                ScriptedLLM(["It handled 4,200 ships [E1]."]),
+            ),
+            task=f"gaps-{rounds}",
+            limits=LIM.model_copy(update={"tool_loop": False, "max_rounds": rounds}),
+        )
+        (call,) = researcher.history
+        asked = "gaps" in json.dumps(call.json_schema)
+        assert asked == (rounds > 1)
+        assert ("as gaps" in call.messages[0].content) == (rounds > 1)
+        assert "answer_id" in json.dumps(call.json_schema)
+
+
+def test_a_json_calls_generated_tokens_are_what_the_model_wrote(research_app: Sourcebook) -> None:
+    """A plan written without tools or purposes is logged at its own length, not with the
+    defaults the program fills in."""
+    ships = pid_with(research_app, "4,200 ships")
+    written = plan(("q1", SHIPS_Q, []))
+    del written["queries"][0]["purpose"]
+    planner = ScriptedLLM([written])
+    research_app.research(
+        SHIPS_Q,
+        models=models(
+            planner,
+            ScriptedLLM([notes(("4,200 ships in 2019.", [ships]))]),
+            ScriptedLLM(["It handled 4,200 ships [E1]."]),
+        ),
+        task="plan-tokens",
+        limits=LIM.model_copy(update={"tool_loop": False}),
+    )
+    (span,) = [s for s in research_app.task("plan-tokens")[1] if s.name == "planner/plan"]
+    assert span.completion_tokens == planner.count_tokens(json.dumps(written, separators=(",", ":")))
+    filled = ResearchPlan.model_validate(written).model_dump_json()
+    assert span.completion_tokens < planner.count_tokens(filled)
 
 
 def test_a_run_over_the_library_alone_does_not_loop_unless_told_to(

@@ -154,7 +154,9 @@ class RunContext:
                     out = llm.complete_json(
                         messages, schema, max_tokens=max_tokens, cancel=self.cancel
                     )
-                counts["completion_tokens"] = llm.count_tokens(out.model_dump_json())
+                # what the model wrote: not the defaults of fields it left out (a lean plan's)
+                written = out.model_dump_json(exclude_unset=True)
+                counts["completion_tokens"] = llm.count_tokens(written)
             return out
 
         return self.log.step(

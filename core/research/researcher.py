@@ -421,7 +421,8 @@ class Worker:
             if ev is not None:
                 blocks.append(f"[{ev_id}] {ev.title}\n{ev.text}")
         llm = ctx.model("researcher")
-        schema = notes_model(self.fetched)
+        gaps = ctx.limits.max_rounds > 1  # a gap is what a follow-up round researches
+        schema = notes_model(self.fetched, gaps=gaps)
         budget = answer_budget(llm, NOTES_MAX_TOKENS)
         try:
             msgs = fit_messages(
@@ -431,6 +432,7 @@ class Worker:
                     "query": self.q.query,
                     "known": self.answers_before,
                     "evidence": "\n\n".join(blocks),
+                    "gaps": gaps,
                 },
                 {"evidence": "head"},
                 budget,

@@ -243,11 +243,14 @@ def action_model(known_ids: list[str]) -> type[BaseModel]:
 STEP_ANSWER_MAX = 120  # characters of a step's answer: a name, number, date or place
 
 
-def notes_model(citable_ids: list[str]) -> type[BaseModel]:
+def notes_model(citable_ids: list[str], gaps: bool = True) -> type[BaseModel]:
     """A worker's notes: findings may cite only ids it fetched completely. After the findings,
     the step's own answer (the words that answer the worker's query, "" when no passage does)
-    and the one passage stating it: the answer the steps that build on this one carry."""
+    and the one passage stating it: the answer the steps that build on this one carry.
+    ``gaps`` false (no follow-up round would research them) leaves the gaps out of the schema,
+    not out of the model: notes saved with gaps still load."""
     ids = _id_enum(citable_ids)
+    gap_list: Any = _list_of(Short(200))
     finding = create_model(
         "NoteFinding",
         __config__=_FORBID,
@@ -260,7 +263,10 @@ def notes_model(citable_ids: list[str]) -> type[BaseModel]:
         findings=(_list_of(finding), Field(default_factory=list, max_length=6)),
         answer=(Short(STEP_ANSWER_MAX), ""),
         answer_id=(ids | None, None),
-        gaps=(_list_of(Short(200)), Field(default_factory=list, max_length=3)),
+        gaps=(
+            gap_list if gaps else SkipJsonSchema[gap_list],
+            Field(default_factory=list, max_length=3),
+        ),
         sufficient=(bool, ...),
     )
 
