@@ -811,7 +811,8 @@ def test_a_json_calls_generated_tokens_are_what_the_model_wrote(research_app: So
         limits=LIM.model_copy(update={"tool_loop": False}),
     )
     (span,) = [s for s in research_app.task("plan-tokens")[1] if s.name == "planner/plan"]
-    assert span.completion_tokens == planner.count_tokens(json.dumps(written, separators=(",", ":")))
+    compact = json.dumps(written, separators=(",", ":"))
+    assert span.completion_tokens == planner.count_tokens(compact)
     filled = ResearchPlan.model_validate(written).model_dump_json()
     assert span.completion_tokens < planner.count_tokens(filled)
 
