@@ -264,7 +264,7 @@ def notes_model(citable_ids: list[str], gaps: bool = True) -> type[BaseModel]:
         answer=(Short(STEP_ANSWER_MAX), ""),
         answer_id=(ids | None, None),
         gaps=(
-            gap_list if gaps else SkipJsonSchema[gap_list],
+            gap_list if gaps else SkipJsonSchema[gap_list],  # type: ignore[misc]
             Field(default_factory=list, max_length=3),
         ),
         sufficient=(bool, ...),
