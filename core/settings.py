@@ -132,9 +132,9 @@ class ResearchLimits(BaseModel):
         description="Research rounds (first + follow-ups). A follow-up round researches the "
         "gaps the first round's notes name. On MuSiQue dev it fetched no gold passage the first "
         "round had not in two series of 15 questions, one in a third, and asking for gaps cost "
-        "~20 of the ~115 tokens a notes call writes: with one round, the median 94 s a question "
-        "against 100 s, the same answers asserted and confidently wrong "
-        "(bench/results/research_speed.json, lever one_round).",
+        "~20 of the ~115 tokens a notes call writes: with one round (and the lean plan), the "
+        "median 94 s a question against 100 s, the same answers asserted and confidently wrong "
+        "(bench/results/research_speed.json, levers default and s37_base).",
     )
     discover_k: int = Field(6, ge=1, le=50, description="Hits per discover_evidence call.")
     discover_graph: bool = Field(
