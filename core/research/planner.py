@@ -34,7 +34,7 @@ from core.research.words import content_words, fold, names, names_in, subject_na
 
 logger = logging.getLogger(__name__)
 
-PLAN_MAX_TOKENS = 640  # a five-query plan with purposes, as the 1.5B model writes it, is ~560
+PLAN_MAX_TOKENS = 640  # a five-query plan with tools and purposes (the tool loop's) is ~560
 
 
 def fallback_plan(question: str) -> ResearchPlan:
@@ -52,7 +52,7 @@ _ITEM_SEP = re.compile(r"\s*,?\s*")
 def salvage_plan(text: str, max_queries: int = 5) -> ResearchPlan | None:
     """The plan made of the valid, complete queries in a model's invalid answer, or None.
 
-    The 1.5B planner writes a purpose for each query and fills all five; at the token limit its
+    The 1.5B planner asked for purposes and tools filled all five queries; at the token limit its
     answer is cut inside the fifth query (seen on 4 of 15 MuSiQue questions), and the whole plan
     used to be replaced by the question alone, losing the hops it had already split out.
     """
