@@ -116,6 +116,27 @@ def test_notes_schema_takes_the_answer_and_only_a_fetched_passage_for_it() -> No
         )
 
 
+def test_an_empty_finding_is_dropped_not_the_notes_and_their_answer() -> None:
+    schema = notes_model([ID1, ID2], gaps=False)
+    got = schema.model_validate(
+        {
+            "findings": [
+                {"claim": " ", "evidence_ids": [ID2]},
+                {"claim": BORN, "evidence_ids": [ID1]},
+                {"claim": "-.", "evidence_ids": [ID1]},
+            ],
+            "answer": "Kelmor",
+            "answer_id": ID1,
+            "sufficient": True,
+        }
+    )
+    assert [f.claim for f in got.findings] == [BORN]  # type: ignore[attr-defined]
+    assert got.answer == "Kelmor"  # type: ignore[attr-defined]
+    # the model is still told a claim is a string; the bound on findings is unchanged
+    findings = schema.model_json_schema()["properties"]["findings"]
+    assert findings["maxItems"] == 6 and findings["type"] == "array"
+
+
 def test_a_step_written_as_hash_q1_takes_that_steps_answer_or_else_its_question() -> None:
     step = ResearchPlan.model_validate(
         plan(("q1", Q1, []), ("q2", "Which river flows through #q1?", []))

@@ -247,6 +247,27 @@ def action_model(known_ids: list[str]) -> type[BaseModel]:
 STEP_ANSWER_MAX = 120  # characters of a step's answer: a name, number, date or place
 
 
+NOTE_CLAIM_MIN = 3  # characters of a finding's claim
+
+
+def _without_empty_claims(items: Any) -> Any:
+    """The findings without those whose claim is (nearly) empty: one such finding otherwise
+    failed the whole notes, the step's answer with them (a grammar cannot bound a string's
+    length cheaply, so the model may write ``"claim": ""``)."""
+    if not isinstance(items, list):
+        return items
+    cut = _cut(300)
+    return [
+        f
+        for f in items
+        if not (
+            isinstance(f, dict)
+            and isinstance(f.get("claim"), str)
+            and len(cut(f["claim"]).strip()) < NOTE_CLAIM_MIN
+        )
+    ]
+
+
 def notes_model(citable_ids: list[str], gaps: bool = True) -> type[BaseModel]:
     """A worker's notes: findings may cite only ids it fetched completely. After the findings,
     the step's own answer (the words that answer the worker's query, "" when no passage does)
@@ -258,13 +279,16 @@ def notes_model(citable_ids: list[str], gaps: bool = True) -> type[BaseModel]:
     finding = create_model(
         "NoteFinding",
         __config__=_FORBID,
-        claim=(Short(300, 3), ...),
+        claim=(Short(300, NOTE_CLAIM_MIN), ...),
         evidence_ids=(_list_of(ids), Field(..., min_length=1, max_length=3)),
     )
     return create_model(
         "NotesDraft",
         __config__=_FORBID,
-        findings=(_list_of(finding), Field(default_factory=list, max_length=6)),
+        findings=(
+            Annotated[_list_of(finding), BeforeValidator(_without_empty_claims)],
+            Field(default_factory=list, max_length=6),
+        ),
         answer=(Short(STEP_ANSWER_MAX), ""),
         answer_id=(ids | None, None),
         gaps=(
