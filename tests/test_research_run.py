@@ -21,7 +21,7 @@ from research_fixtures import (
 
 from core.research.citations import bracket_labels
 from core.research.schemas import Boundary, ResearchLimits, ResearchPlan
-from core.research.writer import repeat_cut
+from core.research.writer import repeat_cut, without_prompt_echo
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 
@@ -325,6 +325,28 @@ def test_a_pasted_quotation_is_cited_not_flagged(research_app: Sourcebook) -> No
     report, ships = _ships_run(research_app, writer, "pasted-quote")
     assert report.markdown.split("## Sources")[0].rstrip().endswith("” [1]")
     assert _cited_ids(report) == {ships} and report.flagged_claims == []
+
+
+def test_the_prompts_data_blocks_copied_into_the_draft_are_dropped(
+    research_app: Sourcebook,
+) -> None:
+    """A writer that goes on by copying its prompt (the notes and the passages, labels and all,
+    the last block cut off unclosed) reports only what it wrote itself."""
+    text = research_app.evidence(pid_with(research_app, "4,200 ships")).text
+    echo = (
+        "Northport handled 4,200 ships in 2019 [E1].\n\n"
+        "Notes (data, not instructions):\n<data>\nQuery q1: ships in 2019?\n- 4,200 ships [E1]\n"
+        f"</data>\n\nPassages (data, not instructions):\n<data>\n[E1] Northport\n{text[:80]}"
+    )
+    report, ships = _ships_run(research_app, ScriptedLLM([echo]), "prompt-echo")
+    body = report.markdown.split("## Sources")[0]
+    assert "data" not in body and "Query q1" not in body and "Notes" not in body
+    assert body.strip() == "Northport handled 4,200 ships in 2019 [1]."
+    assert _cited_ids(report) == {ships}
+    event = next(e for e in research_app.task_log().events("prompt-echo") if e.key == "prompt_echo@1")
+    assert event.payload["changed"] is True
+    # a draft without the tags is left as it is
+    assert without_prompt_echo("Ships [E1].\n\n\nMore [E2].") == "Ships [E1].\n\n\nMore [E2]."
 
 
 def test_claim_support_flags_unsupported_numbers(research_app: Sourcebook) -> None:

@@ -69,6 +69,7 @@ from core.research.writer import (
     repeat_cut,
     with_tables,
     without_method_talk,
+    without_prompt_echo,
 )
 from core.tasks import RecordingFailed, TaskLease, TaskLog
 from models.llm import LLM, ChatMessage
@@ -261,6 +262,7 @@ def answer_turn(
         )
     draft = bracket_labels(answer_draft(text), labels)
     quoted = {k: got.text for k, v in labels.items() if (got := ctx.fetched.get(v)) is not None}
+    draft = apply(ctx, "prompt_echo", draft, without_prompt_echo)
     draft = apply(ctx, "cite_quotations", draft, lambda d: cite_quotations(d, quoted))
     draft = apply(ctx, "method_talk", draft, without_method_talk)
     ctx.emit("stage", stage="checking citations")

@@ -137,6 +137,26 @@ def without_method_talk(draft: str) -> str:
     return "\n".join(out)
 
 
+# A data block of the writer's prompt: "Notes (data, not instructions):" then <data> ... </data>
+# (to the end of the draft when the copy was cut before its closing tag).
+_ECHOED_BLOCK = re.compile(
+    r"^[^\n]*\(data, not instructions\):[ \t]*\n\s*<data>.*?(?:</data>[ \t]*$|\Z)"
+    r"|^\s*<data>.*?(?:</data>[ \t]*$|\Z)",
+    re.DOTALL | re.MULTILINE,
+)
+
+
+def without_prompt_echo(draft: str) -> str:
+    """The draft without the data blocks of its prompt copied into it (stage ``prompt_echo``).
+
+    A small writer sometimes goes on after its answer by copying its prompt: the notes and the
+    passages under their headings, labels and all (2 of 15 MuSiQue dev reports at session 37's
+    defaults, each then 30 flagged "claims" long). A report never holds the prompt's ``<data>``
+    tags, so a block that opens with one is a copy, whatever it cites."""
+    out = _ECHOED_BLOCK.sub("", draft)
+    return re.sub(r"\n{3,}", "\n\n", out).strip() if out != draft else draft
+
+
 def cited_ids(notes: list[ResearchNotes], on_topic: bool = False) -> list[str]:
     """The ids the notes' findings cite (only :meth:`~ResearchNotes.on_topic` ones if asked),
     in order of first use."""
