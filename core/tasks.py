@@ -230,6 +230,20 @@ class TaskLease:
         self.release()
 
 
+def _use_wal(db: sqlite3.Connection, tries: int = 50) -> None:
+    """Switch ``db`` to write-ahead logging. Two first opens of a new log at once (the desktop's
+    window and an operation's thread) race here, and the loser's switch fails at once with
+    "database is locked" (sqlite's busy wait does not cover it), so it is tried again."""
+    for attempt in range(tries):
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == tries - 1:
+                raise
+            time.sleep(0.02)
+
+
 class TaskLog:
     """SQLite-backed, append-only log of research tasks.
 
@@ -243,7 +257,7 @@ class TaskLog:
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            _use_wal(self._db)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
         except sqlite3.Error as exc:

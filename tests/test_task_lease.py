@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -302,3 +303,27 @@ def test_tasks_lists_a_run_whose_process_is_gone_as_interrupted(
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
     assert " interrupted " in rows["gone"]
     assert f"running (pid {os.getpid()})" in rows["live"]
+
+
+def test_first_opens_of_a_new_task_log_at_once_all_succeed(tmp_path: Path) -> None:
+    """The desktop's window and an operation's thread may open a new home's task log at the
+    same moment; switching it to write-ahead logging then raced ("database is locked")."""
+    for i in range(40):
+        path = tmp_path / f"home{i}" / "tasks.sqlite"
+        start, errors = threading.Barrier(4), []
+
+        def open_log(
+            path: Path = path, start: threading.Barrier = start, errors: list[Exception] = errors
+        ) -> None:
+            start.wait()
+            try:
+                TaskLog(path).close()
+            except Exception as exc:  # collected and asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=open_log) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors[0]
