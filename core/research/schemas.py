@@ -282,13 +282,11 @@ def notes_model(citable_ids: list[str], gaps: bool = True) -> type[BaseModel]:
         claim=(Short(300, NOTE_CLAIM_MIN), ...),
         evidence_ids=(_list_of(ids), Field(..., min_length=1, max_length=3)),
     )
+    findings: Any = Annotated[_list_of(finding), BeforeValidator(_without_empty_claims)]
     return create_model(
         "NotesDraft",
         __config__=_FORBID,
-        findings=(
-            Annotated[_list_of(finding), BeforeValidator(_without_empty_claims)],
-            Field(default_factory=list, max_length=6),
-        ),
+        findings=(findings, Field(default_factory=list, max_length=6)),
         answer=(Short(STEP_ANSWER_MAX), ""),
         answer_id=(ids | None, None),
         gaps=(
