@@ -132,7 +132,7 @@ def test_an_empty_finding_is_dropped_not_the_notes_and_their_answer() -> None:
     )
     assert [f.claim for f in got.findings] == [BORN]  # type: ignore[attr-defined]
     assert got.answer == "Kelmor"  # type: ignore[attr-defined]
-    # the model is still told a claim is a string; the bound on findings is unchanged
+    # the schema the model reads is unchanged: the filter is a validator, not a new bound
     findings = schema.model_json_schema()["properties"]["findings"]
     assert findings["maxItems"] == 6 and findings["type"] == "array"
 
