@@ -134,7 +134,7 @@ class ResearchLimits(BaseModel):
         "round had not in two series of 15 questions, one in a third, and asking for gaps cost "
         "~20 of the ~115 tokens a notes call writes: with one round (and the lean plan), the "
         "median 94 s a question against 100 s, the same answers asserted and confidently wrong "
-        "(bench/results/research_speed.json, levers default and s37_base).",
+        "(bench/results/research_speed.json, levers s37_default and s37_base).",
     )
     discover_k: int = Field(6, ge=1, le=50, description="Hits per discover_evidence call.")
     discover_graph: bool = Field(

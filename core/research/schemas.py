@@ -247,7 +247,7 @@ def action_model(known_ids: list[str]) -> type[BaseModel]:
 STEP_ANSWER_MAX = 120  # characters of a step's answer: a name, number, date or place
 
 
-NOTE_CLAIM_MIN = 3  # characters of a finding's claim
+NOTE_CLAIM_MIN, NOTE_CLAIM_MAX = 3, 300  # characters of a finding's claim
 
 
 def _without_empty_claims(items: Any) -> Any:
@@ -256,7 +256,7 @@ def _without_empty_claims(items: Any) -> Any:
     length cheaply, so the model may write ``"claim": ""``)."""
     if not isinstance(items, list):
         return items
-    cut = _cut(300)
+    cut = _cut(NOTE_CLAIM_MAX)
     return [
         f
         for f in items
@@ -279,7 +279,7 @@ def notes_model(citable_ids: list[str], gaps: bool = True) -> type[BaseModel]:
     finding = create_model(
         "NoteFinding",
         __config__=_FORBID,
-        claim=(Short(300, NOTE_CLAIM_MIN), ...),
+        claim=(Short(NOTE_CLAIM_MAX, NOTE_CLAIM_MIN), ...),
         evidence_ids=(_list_of(ids), Field(..., min_length=1, max_length=3)),
     )
     findings: Any = Annotated[_list_of(finding), BeforeValidator(_without_empty_claims)]
