@@ -42,6 +42,7 @@ def _ships_run(
     writer: ScriptedLLM,
     task: str,
     finding: str = "4,200 ships in 2019.",
+    limits: ResearchLimits = LIM,
     **kw: Any,
 ) -> tuple[Any, str]:
     """One query about the harbor's ships, read and noted; ``writer`` writes the report.
@@ -50,7 +51,7 @@ def _ships_run(
     planner = ScriptedLLM([plan(("q1", SHIPS_Q, []))])
     researcher = ScriptedLLM(worker_script(SHIPS_Q, ships, finding))
     models_ = models(planner, researcher, writer)
-    return app.research(SHIPS_Q, models=models_, task=task, limits=LIM, **kw), ships
+    return app.research(SHIPS_Q, models=models_, task=task, limits=limits, **kw), ships
 
 
 def test_happy_path_answered(research_app: Sourcebook) -> None:
@@ -338,14 +339,27 @@ def test_the_prompts_data_blocks_copied_into_the_draft_are_dropped(
         "Notes (data, not instructions):\n<data>\nQuery q1: ships in 2019?\n- 4,200 ships [E1]\n"
         f"</data>\n\nPassages (data, not instructions):\n<data>\n[E1] Northport\n{text[:80]}"
     )
-    report, ships = _ships_run(research_app, ScriptedLLM([echo]), "prompt-echo")
+    tokens: list[str] = []
+    report, ships = _ships_run(
+        research_app, ScriptedLLM([echo]), "prompt-echo", on_token=tokens.append
+    )
     body = report.markdown.split("## Sources")[0]
     assert "data" not in body and "Query q1" not in body and "Notes" not in body
     assert body.strip() == "Northport handled 4,200 ships in 2019 [1]."
     assert _cited_ids(report) == {ships}
+    # generation stopped at the first copied tag: the rest was never written
+    assert "<data>" in "".join(tokens) and "Query q1" not in "".join(tokens)
     events = {e.key: e.payload for e in research_app.task_log().events("prompt-echo")}
     assert events["prompt_echo@1"]["changed"] is True
-    # a draft without the tags is left as it is
+    # with the stage off, the writer is not stopped there and the copy stays
+    tokens.clear()
+    limits = LIM.model_copy(update={"stages_off": ["prompt_echo"]})
+    report, _ = _ships_run(
+        research_app, ScriptedLLM([echo]), "prompt-echo-off", on_token=tokens.append, limits=limits
+    )
+    assert "Query q1" in "".join(tokens) and "Query q1" in report.markdown
+    # the stage on whole drafts: the blocks go, closed or not; a draft without the tags stays
+    assert without_prompt_echo(echo) == "Northport handled 4,200 ships in 2019 [E1]."
     assert without_prompt_echo("Ships [E1].\n\n\nMore [E2].") == "Ships [E1].\n\n\nMore [E2]."
 
 

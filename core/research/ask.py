@@ -66,10 +66,10 @@ from core.research.tools import Fetched, Scope, Tools
 from core.research.writer import (
     ANSWER_MARK,
     key_sentences,
-    repeat_cut,
     with_tables,
     without_method_talk,
     without_prompt_echo,
+    writer_stop,
 )
 from core.tasks import RecordingFailed, TaskLease, TaskLog
 from models.llm import LLM, ChatMessage
@@ -258,7 +258,12 @@ def answer_turn(
     with ctx.log.span(ctx.task, ctx.run, "stage", "answer"):
         budget = answer_budget(ctx.model(ROLE), ASK_MAX_TOKENS)
         text, _ = ctx.model_text(
-            ROLE, "answer", messages, max_tokens=budget, stream_to=on_token, stop_at=_stop_at
+            ROLE,
+            "answer",
+            messages,
+            max_tokens=budget,
+            stream_to=on_token,
+            stop_at=_stopper(writer_stop(ctx)),
         )
     draft = bracket_labels(answer_draft(text), labels)
     quoted = {k: got.text for k, v in labels.items() if (got := ctx.fetched.get(v)) is not None}
@@ -337,15 +342,19 @@ def _messages(llm: LLM, conv: Conversation, question: str, block: str) -> list[C
     return fit_messages(llm, "ask", values, {"passages": "head"}, budget)
 
 
-def _stop_at(text: str) -> int | None:
-    """Where the answer should end: where it starts repeating itself, or where a line past
-    :data:`ASK_MAX_LINES` begins."""
-    cut = repeat_cut(text)
-    starts = [m.end() for m in re.finditer(r"\n\s*(?=\S)", text.lstrip())]
-    if len(starts) >= ASK_MAX_LINES:
-        at = len(text) - len(text.lstrip()) + starts[ASK_MAX_LINES - 1]
-        cut = at if cut is None else min(cut, at)
-    return cut
+def _stopper(writer_cut: Callable[[str], int | None]) -> Callable[[str], int | None]:
+    """Where the answer should end: where the writer's would (:func:`writer_stop`), or where a
+    line past :data:`ASK_MAX_LINES` begins."""
+
+    def stop(text: str) -> int | None:
+        cut = writer_cut(text)
+        starts = [m.end() for m in re.finditer(r"\n\s*(?=\S)", text.lstrip())]
+        if len(starts) >= ASK_MAX_LINES:
+            at = len(text) - len(text.lstrip()) + starts[ASK_MAX_LINES - 1]
+            cut = at if cut is None else min(cut, at)
+        return cut
+
+    return stop
 
 
 def answer_draft(text: str) -> str:

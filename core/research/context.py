@@ -207,7 +207,8 @@ class RunContext:
         """A free-text model call (streamed to ``stream_to`` if given), logged and resumable.
 
         ``stop_at(text)`` is asked at each word boundary for where the text should end; once it
-        answers, generation stops and the text is cut there (a small model caught in a loop).
+        answers, generation stops and the text is cut there (a small model caught in a loop, or
+        copying its prompt).
         """
         self.check_cancel()
         llm = self.model(role)
@@ -240,7 +241,7 @@ class RunContext:
                 if stop_at is not None and cut is None:
                     cut = stop_at(text)
                 if cut is not None:
-                    logger.info("%s: the model repeated itself; its text is cut there", key)
+                    logger.info("%s: the text is cut where it went astray (stop_at)", key)
                     text = text[:cut].rstrip()
             return text
 

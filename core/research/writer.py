@@ -26,7 +26,7 @@ from core.research.citations import (
     terms_missing,
 )
 from core.research.context import RunContext, invalid_output
-from core.research.pipeline import record
+from core.research.pipeline import record, stage_on
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
 from core.research.schemas import (
     FACT_MAX,
@@ -155,6 +155,27 @@ def without_prompt_echo(draft: str) -> str:
     tags, so a block that opens with one is a copy, whatever it cites."""
     out = _ECHOED_BLOCK.sub("", draft)
     return re.sub(r"\n{3,}", "\n\n", out).strip() if out != draft else draft
+
+
+def echo_started(text: str) -> int | None:
+    """``len(text)`` once ``text`` has begun copying one of its prompt's data blocks (a
+    ``<data>`` tag written), else None: as a ``stop_at`` it ends generation there and keeps the
+    text, so stage ``prompt_echo`` still drops the copy's start and logs that it did."""
+    return len(text) if _ECHOED_BLOCK.search(text) else None
+
+
+def writer_stop(ctx: RunContext) -> Callable[[str], int | None]:
+    """Where the writer's text should end (``stop_at`` of :meth:`RunContext.model_text`): where it
+    repeats itself, and with stage ``prompt_echo`` on, once it starts copying its prompt. A copy
+    runs on for hundreds of tokens (~30 s of the 1.5B here) that the stage would then delete."""
+    if not stage_on(ctx, "prompt_echo"):
+        return repeat_cut
+
+    def stop(text: str) -> int | None:
+        cuts = [c for c in (repeat_cut(text), echo_started(text)) if c is not None]
+        return min(cuts, default=None)
+
+    return stop
 
 
 def cited_ids(notes: list[ResearchNotes], on_topic: bool = False) -> list[str]:
@@ -522,7 +543,7 @@ def write(
         msgs,
         max_tokens=answer_budget(llm, ctx.limits.writer_max_tokens),
         stream_to=on_token,
-        stop_at=repeat_cut,
+        stop_at=writer_stop(ctx),
     )
     return text
 
