@@ -5,10 +5,14 @@ writes it: in the passage headers, in the schema instruction's enum of citable i
 findings and ``answer_id`` the model writes. Two ways to spend fewer are replayed here, greedily,
 on one model instance, on notes calls a series of runs logged (``sourcebook eval --tag T``):
 
-- ``ids``: the call as logged (the baseline, in the same process);
+- ``ids``: the call as logged, its schema instruction as before session 39 (the baseline, in
+  the same process);
 - ``labels``: passages headed [E1], [E2], ... and the schema's enum of those labels;
 - ``no_enum``: ids as logged, the schema instruction's enums replaced by "an evidence id shown
   above" (the grammar still allows only the ids);
+- ``enum_once``: ids as logged, the schema instruction's id enum written once under ``$defs``
+  and referred to (:func:`models.llm.enums_once`, the default since session 39); the grammar is
+  unchanged;
 - ``one_id``: ids as logged, but a finding cites one passage, not up to three (schema and
   prompt line): in s34a's notes calls, 50 of 51 wrote one finding, 36 of 56 findings cited all
   three passages shown, and ids were 52 of the ~130 tokens a call wrote.
@@ -55,7 +59,7 @@ from models.llm import (  # noqa: E402
 from models.starter import STARTER_DEFAULT, ensure_starter  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "notes_ids.json"
-VARIANTS = ("ids", "labels", "no_enum", "one_id")
+VARIANTS = ("ids", "labels", "no_enum", "one_id", "enum_once")
 LOGGED_IDS_PER_FINDING = 3  # what the logged calls' schema allowed (s34a, s35)
 FINDING_LINE = re.compile(r"^Each finding is .*$", re.M)
 ONE_ID_LINE = (
@@ -114,14 +118,14 @@ def prompt_and_grammar(
     if variant == "labels":
         messages, labels = labelled(messages)
         schema = json_schema_for(notes_model(labels))
-        return with_schema_instruction(messages, schema), schema
+        return with_schema_instruction(messages, schema, long_enums_once=False), schema
     schema = ids_per_finding(json_schema_for(notes_model(ids)), LOGGED_IDS_PER_FINDING)
     if variant == "one_id":
         schema = ids_per_finding(schema, 1)
         system = FINDING_LINE.sub(ONE_ID_LINE, messages[0].content)
         messages = [messages[0].model_copy(update={"content": system}), *messages[1:]]
     shown = without_enums(schema) if variant == "no_enum" else schema
-    return with_schema_instruction(messages, shown), schema
+    return with_schema_instruction(messages, shown, long_enums_once=variant == "enum_once"), schema
 
 
 def run(llm: LlamaCppLLM, prompt: list[ChatMessage], schema: dict[str, Any]) -> dict[str, Any]:
