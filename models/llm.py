@@ -225,58 +225,9 @@ def _strip_titles(node: Any) -> Any:
     return node
 
 
-ENUM_DEF = "choices"  # the ``$defs`` name of an enum written once (then choices2, ...)
-
-
-def _dumps(node: Any) -> str:
-    return json.dumps(node, separators=(",", ":"), ensure_ascii=False)
-
-
-def enums_once(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` as a model reads it, with an enum node it holds more than once written once,
-    under ``$defs`` (first, as it is read in order), and referred to where it was, when that is
-    shorter. A notes schema lists the passages' evidence ids (~17 tokens each) for its findings
-    and again for its answer; a short enum ("E1", "E2") costs less than a reference and stays.
-    The grammar an output is held to is built from the whole schema, not from this. A schema
-    with ``$defs`` of its own is left as it is."""
-    if "$defs" in schema:
-        return schema
-    counts: dict[str, int] = {}
-
-    def count(node: Any) -> None:
-        if isinstance(node, dict):
-            if "enum" in node:
-                counts[_dumps(node)] = counts.get(_dumps(node), 0) + 1
-            for v in node.values():
-                count(v)
-        elif isinstance(node, list):
-            for v in node:
-                count(v)
-
-    def refer(node: Any, key: str, ref: dict[str, str]) -> Any:
-        if isinstance(node, dict):
-            return ref if _dumps(node) == key else {k: refer(v, key, ref) for k, v in node.items()}
-        if isinstance(node, list):
-            return [refer(v, key, ref) for v in node]
-        return node
-
-    count(schema)
-    out: dict[str, Any] = schema
-    defs: dict[str, Any] = {}
-    for key in (k for k, n in counts.items() if n > 1):
-        name = ENUM_DEF if not defs else f"{ENUM_DEF}{len(defs) + 1}"
-        tried = refer(out, key, {"$ref": f"#/$defs/{name}"})
-        tried_defs = {**defs, name: json.loads(key)}
-        if len(_dumps({"$defs": tried_defs, **tried})) < len(_dumps({"$defs": defs, **out})):
-            out, defs = tried, tried_defs
-    return {"$defs": defs, **out} if defs else schema
-
-
-def schema_instruction(schema: dict[str, Any], long_enums_once: bool = True) -> str:
-    """The sentence telling a model which JSON to write (titles dropped and, unless asked not
-    to, a long enum written once, :func:`enums_once`, to save tokens)."""
-    shown = _strip_titles(schema)
-    compact = _dumps(enums_once(shown) if long_enums_once else shown)
+def schema_instruction(schema: dict[str, Any]) -> str:
+    """The sentence telling a model which JSON to write (titles dropped to save tokens)."""
+    compact = json.dumps(_strip_titles(schema), separators=(",", ":"), ensure_ascii=False)
     return (
         "Reply with one JSON object and nothing else. It must conform to this JSON schema:\n"
         + compact
@@ -284,10 +235,10 @@ def schema_instruction(schema: dict[str, Any], long_enums_once: bool = True) -> 
 
 
 def with_schema_instruction(
-    messages: Sequence[ChatMessage], schema: dict[str, Any], long_enums_once: bool = True
+    messages: Sequence[ChatMessage], schema: dict[str, Any]
 ) -> list[ChatMessage]:
     """Append the schema instruction to the system message (adding one if there is none)."""
-    text = schema_instruction(schema, long_enums_once)
+    text = schema_instruction(schema)
     out = list(messages)
     if out and out[0].role == "system":
         out[0] = ChatMessage(role="system", content=f"{out[0].content}\n\n{text}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Literal
 
@@ -17,7 +16,6 @@ from models.llm import (
     ChatMessage,
     ScriptedLLM,
     check_options,
-    enums_once,
     extract_json_text,
     inline_refs,
     json_schema_for,
@@ -229,35 +227,6 @@ def test_inline_refs_resolves_pydantic_defs_and_rejects_recursion() -> None:
     assert schema["properties"]["steps"]["maxItems"] == 3
     with pytest.raises(ValueError, match="Recursive"):
         inline_refs(Node.model_json_schema())
-
-
-LONG_IDS = Literal["ev1:0a1b2c3d4e5f6071", "ev1:8192a3b4c5d6e7f8", "ev1:99aabbccddeeff00"]
-
-
-class Cited(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    ids: list[LONG_IDS] = Field(max_length=2)
-    best: LONG_IDS | None = None
-    tool: Literal["a", "b"] = "a"
-    other: Literal["a", "b"] = "b"
-
-
-def test_a_long_enum_is_stated_once_and_the_output_still_held_to_it() -> None:
-    schema = json_schema_for(Cited)
-    shown = enums_once(schema)
-    assert next(iter(shown)) == "$defs"  # read before its references
-    assert json.dumps(shown).count("ev1:8192a3b4c5d6e7f8") == 1
-    assert shown["properties"]["ids"]["items"] == {"$ref": "#/$defs/choices"}
-    assert {"$ref": "#/$defs/choices"} in shown["properties"]["best"]["anyOf"]
-    # a short enum costs less than a reference: written where it is, twice
-    assert shown["properties"]["tool"]["enum"] == shown["properties"]["other"]["enum"] == ["a", "b"]
-    assert len(shown["$defs"]) == 1
-    assert enums_once(json_schema_for(Plan)) == json_schema_for(Plan)  # no enum twice
-    llm = ScriptedLLM([{"ids": ["ev1:99aabbccddeeff00"]}])
-    assert llm.complete_json(USER, Cited).ids == ["ev1:99aabbccddeeff00"]
-    call = llm.history[0]
-    assert call.messages[0].content.count("ev1:8192a3b4c5d6e7f8") == 1
-    assert call.json_schema == schema  # what the output is held to keeps every enum in place
 
 
 def test_choose_without_probabilities_is_one_constrained_generation() -> None:
