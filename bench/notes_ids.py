@@ -16,11 +16,12 @@ on one model instance, on notes calls a series of runs logged (``sourcebook eval
   most notes had none: F1 first .46 -> .22, citation recall .76 -> .65. Hence the counts of
   findings and of answers and passages the same as the first variant's;
 - ``short_ids``: each id as ``ev1:`` and its first hex digits, as few as tell the call's ids
-  apart (at least four: :func:`core.research.schemas.short_ids`), in the passages, the schema
-  and the output. Measured on s39two's 24 notes calls (``notes_ids_short_ids.json``): 22%
-  faster, the same number of findings, 18 answers and 21 cited sets the same as with whole
-  ids; the default since, so series logged after it show short ids, which this bench does not
-  replay;
+  apart (at least four, :func:`short_ids`), in the passages, the schema and the output. Not
+  kept: on s39two's 24 notes calls (``notes_ids_short_ids_not_kept.json``) 22% faster, the same number
+  of findings, 18 answers and 21 cited sets the same as with whole ids; run fresh (s39short,
+  s39fbshort) a MuSiQue question took 74 s against 86 (mean) and a FinanceBench one 140 s
+  against 174 (median), but findings cited fewer passages: citation recall .64 against .71
+  and .31 against .44, and 4 FinanceBench answers asserted wrong against 2;
 - ``one_id``: ids as logged, but a finding cites one passage, not up to three (schema and
   prompt line): in s34a's notes calls, 50 of 51 wrote one finding, 36 of 56 findings cited all
   three passages shown, and ids were 52 of the ~130 tokens a call wrote.
@@ -54,7 +55,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from prompt_lookup import recorded_calls  # noqa: E402
 
-from core.research.schemas import notes_model, short_ids  # noqa: E402
+from core.research.schemas import notes_model  # noqa: E402
 from core.settings import models_cache_dir  # noqa: E402
 from core.tasks import TaskLog  # noqa: E402
 from models.errors import ModelBackendError  # noqa: E402
@@ -78,6 +79,19 @@ ONE_ID_LINE = (
 MAX_TOKENS = 500
 _EV_ID = re.compile(r"ev\d:[0-9a-f]{16}")
 ENUM_HINT = "an evidence id shown above"
+
+
+SHORT_ID_HEX = 4  # hex digits a short id keeps at least (more when two ids share them)
+
+
+def short_ids(ids: list[str]) -> dict[str, str]:
+    """Each id as its scheme and the fewest leading hex digits (at least
+    :data:`SHORT_ID_HEX`) that tell the call's ids apart: "ev1:077b"."""
+    for k in range(SHORT_ID_HEX, 17):
+        short = {i: i[: i.find(":") + 1 + k] for i in ids}
+        if len(set(short.values())) == len(short):
+            return short
+    return {i: i for i in ids}
 
 
 def labelled(

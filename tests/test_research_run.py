@@ -20,7 +20,7 @@ from research_fixtures import (
 )
 
 from core.research.citations import bracket_labels
-from core.research.schemas import Boundary, ResearchLimits, ResearchPlan, short_ids
+from core.research.schemas import Boundary, ResearchLimits, ResearchPlan
 from core.research.writer import repeat_cut, without_prompt_echo
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
@@ -307,34 +307,6 @@ def test_a_writer_that_loops_is_stopped_and_cut(research_app: Sourcebook) -> Non
     # a sentence still being written may go on differently
     assert repeat_cut("Margin was 36.8% in FY2021 [E1]. Margin was 36.8% in FY2021") is None
     assert repeat_cut("Margin was 36.8% in FY2021 [E1].\nMargin was 36.8% in FY2021\n") == 33
-
-
-def test_a_worker_reads_and_writes_short_ids_and_its_notes_keep_whole_ones(
-    research_app: Sourcebook,
-) -> None:
-    ships = pid_with(research_app, "4,200 ships")
-    short = short_ids([ships])[ships]
-    assert len(short) < len(ships)
-    planner = ScriptedLLM([plan(("q1", SHIPS_Q, []))])
-    researcher = ScriptedLLM(
-        [
-            act("fetch_evidence", evidence_id=ships),
-            act("finish"),
-            {**notes(("4,200 ships in 2019.", [short])), "answer": "4,200", "answer_id": short},
-        ]
-    )
-    writer = ScriptedLLM(["Northport handled 4,200 ships in 2019 [E1]."])
-    report = research_app.research(
-        SHIPS_Q, models=models(planner, researcher, writer), task="short-ids", limits=LIM
-    )
-    call = next(c for c in researcher.history if "findings" in str(c.json_schema))
-    prompt = "\n".join(m.content for m in call.messages)
-    assert f"[{short}]" in prompt and ships not in prompt
-    assert _cited_ids(report) == {ships}
-    events = {e.key: e.payload for e in research_app.task_log().events("short-ids")}
-    worker = events["r1/q1/worker"]
-    assert [f["evidence_ids"] for f in worker["findings"]] == [[ships]]
-    assert worker["answer_id"] == ships
 
 
 def test_bare_labels_in_prose_become_checked_citations(research_app: Sourcebook) -> None:

@@ -4,7 +4,6 @@ that build on it; the report's answer is the last step's, its chain the steps' p
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,10 +20,9 @@ from core.research.schemas import (
     ResearchNotes,
     ResearchPlan,
     notes_model,
-    short_ids,
 )
 from core.service import Sourcebook
-from models.llm import ScriptedLLM, json_schema_for
+from models.llm import ScriptedLLM
 
 Q = "Which river flows through the town where Tomas Varga was born?"
 Q1 = "In which town was Tomas Varga born?"
@@ -116,33 +114,6 @@ def test_notes_schema_takes_the_answer_and_only_a_fetched_passage_for_it() -> No
         schema.model_validate(
             {"findings": [], "answer": "X", "answer_id": ID2, "gaps": [], "sufficient": True}
         )
-
-
-def test_a_notes_schema_shows_short_ids_and_reads_whole_ones_as_them() -> None:
-    a, b, c = "ev1:7a3c0000000000b1", "ev1:7a3d0000000000b2", "ev1:e5100000000000b3"
-    shown = short_ids([a, b, c])
-    assert shown == {a: "ev1:7a3c", b: "ev1:7a3d", c: "ev1:e510"}
-    # as many digits as tell them apart
-    assert short_ids([a, "ev1:7a3c9000000000b4"]) == {
-        a: "ev1:7a3c0",
-        "ev1:7a3c9000000000b4": "ev1:7a3c9",
-    }
-    schema = notes_model([a, b, c], shown=shown)
-    seen = json.dumps(json_schema_for(schema))
-    assert a not in seen and '"ev1:7a3c", "ev1:7a3d", "ev1:e510"' in seen
-    # a whole id (notes logged before, a scripted model) reads as its short form
-    got = schema.model_validate(
-        {
-            "findings": [{"claim": BORN, "evidence_ids": ["ev1:7a3c", c]}],
-            "answer": "Kelmor",
-            "answer_id": b,
-            "sufficient": True,
-        }
-    )
-    assert got.findings[0].evidence_ids == ["ev1:7a3c", "ev1:e510"]  # type: ignore[attr-defined]
-    assert got.answer_id == "ev1:7a3d"  # type: ignore[attr-defined]
-    with pytest.raises(ValueError):  # not one of the call's passages
-        schema.model_validate({"findings": [], "answer_id": "ev1:7a3e", "sufficient": True})
 
 
 def test_an_empty_finding_is_dropped_not_the_notes_and_their_answer() -> None:

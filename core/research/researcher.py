@@ -30,7 +30,6 @@ from core.research.schemas import (
     ResearchQuery,
     ToolResult,
     notes_model,
-    short_ids,
 )
 from core.research.words import fold, title_named
 
@@ -416,16 +415,14 @@ class Worker:
         if not self.fetched:
             notes.gaps = [self.q.query]
             return notes
-        shown = short_ids(self.fetched)  # what the model reads and writes for each id
-        whole = {s: i for i, s in shown.items()}
         blocks = []
         for ev_id in self.fetched:
             ev = ctx.fetched.get(ev_id)
             if ev is not None:
-                blocks.append(f"[{shown[ev_id]}] {ev.title}\n{ev.text}")
+                blocks.append(f"[{ev_id}] {ev.title}\n{ev.text}")
         llm = ctx.model("researcher")
         gaps = ctx.limits.max_rounds > 1  # a gap is what a follow-up round researches
-        schema = notes_model(self.fetched, gaps=gaps, shown=shown)
+        schema = notes_model(self.fetched, gaps=gaps)
         budget = answer_budget(llm, NOTES_MAX_TOKENS)
         try:
             msgs = fit_messages(
@@ -446,14 +443,14 @@ class Worker:
             )
             data = out.model_dump()
             notes.findings = [
-                Finding(claim=f["claim"], evidence_ids=[whole[i] for i in f["evidence_ids"]])
+                Finding(claim=f["claim"], evidence_ids=list(f["evidence_ids"]))
                 for f in data["findings"]
             ]
             notes.gaps = [g for g in data["gaps"] if g.strip()]
             notes.sufficient = bool(data["sufficient"]) and bool(notes.findings)
             if data["answer"].strip() and data["answer_id"]:
                 notes.answer = data["answer"].strip().rstrip(" .")
-                notes.answer_id = whole[data["answer_id"]]
+                notes.answer_id = data["answer_id"]
         except ModelError as exc:
             if not invalid_output(exc):
                 raise

@@ -268,43 +268,13 @@ def _without_empty_claims(items: Any) -> Any:
     ]
 
 
-SHORT_ID_HEX = 4  # hex digits a short evidence id keeps at least
-
-
-def short_ids(ids: list[str]) -> dict[str, str]:
-    """Each evidence id as a notes call shows it: its scheme and the fewest leading hex digits
-    (at least :data:`SHORT_ID_HEX`) that tell ``ids`` apart, "ev1:077b" for
-    "ev1:077b4d54dc82da8e". A whole id is ~17 of the 1.5B's tokens and a short one ~6; a notes
-    call reads each id in its passage's header and twice in its schema's enum, and writes it
-    in its findings and answer."""
-    longest = max((len(i) for i in ids), default=0)
-    for k in range(SHORT_ID_HEX, longest + 1):
-        short = {i: i[: i.find(":") + 1 + k] for i in ids}
-        if len(set(short.values())) == len(short):
-            return short
-    return {i: i for i in ids}
-
-
-def notes_model(
-    citable_ids: list[str], gaps: bool = True, shown: dict[str, str] | None = None
-) -> type[BaseModel]:
+def notes_model(citable_ids: list[str], gaps: bool = True) -> type[BaseModel]:
     """A worker's notes: findings may cite only ids it fetched completely. After the findings,
     the step's own answer (the words that answer the worker's query, "" when no passage does)
     and the one passage stating it: the answer the steps that build on this one carry.
     ``gaps`` false (no follow-up round would research them) leaves the gaps out of the schema,
-    not out of the model: notes saved with gaps still load.
-
-    With ``shown`` (an id -> the form the model sees, :func:`short_ids`), the schema's ids are
-    the shown forms, and a whole id (notes logged before, a scripted model) is read as its
-    shown form: the JSON schema, and so the grammar, allow only the shown ones."""
-    ids = _id_enum([shown[i] for i in citable_ids] if shown else citable_ids)
-    if shown:
-        as_shown = shown  # a whole id read as the form the model sees
-
-        def read(value: Any) -> Any:
-            return as_shown.get(value, value) if isinstance(value, str) else value
-
-        ids = Annotated[ids, BeforeValidator(read)]
+    not out of the model: notes saved with gaps still load."""
+    ids = _id_enum(citable_ids)
     gap_list: Any = _list_of(Short(200))
     finding = create_model(
         "NoteFinding",
