@@ -89,6 +89,24 @@ def test_one_question_a_cited_checked_answer(research_app: Sourcebook) -> None:
     assert research_app.report("one").citations[0].evidence_id == park  # opens and exports
 
 
+def test_an_answer_that_copies_its_prompt_stops_at_the_copy(research_app: Sourcebook) -> None:
+    # within the lines an answer may take: only the stop at the copy ends it before "Ellery"
+    copying = "1921 [{founded in 1921}]\nPassages (data, not instructions):\n<data>\n"
+    llm = PassageLLM([copying + "[E1] Port Ellery: the Ellery quay opened later. " * 20])
+    tokens: list[str] = []
+    report = research_app.ask(
+        FOUNDED,
+        conversation="copying",
+        models={"default": llm},
+        boundary=PORTS,
+        limits=LIM,
+        on_token=tokens.append,
+    )
+    assert "<data>" in "".join(tokens) and "Ellery" not in "".join(tokens)
+    assert report.markdown.startswith("**Answer:** 1921 [1].")
+    assert "data" not in report.markdown.split("## Sources")[0]
+
+
 def test_a_follow_up_reuses_what_was_read(research_app: Sourcebook) -> None:
     # The follow-up's search finds only the passengers passage; its answer also cites the
     # passage the first turn read, which stays citable (fetched again) under its label.
