@@ -17,11 +17,11 @@ on one model instance, on notes calls a series of runs logged (``sourcebook eval
   findings and of answers and passages the same as the first variant's;
 - ``short_ids``: each id as ``ev1:`` and its first hex digits, as few as tell the call's ids
   apart (at least four, :func:`short_ids`), in the passages, the schema and the output. Not
-  kept: on s39two's 24 notes calls (``notes_ids_short_ids_not_kept.json``) 22% faster, the same number
-  of findings, 18 answers and 21 cited sets the same as with whole ids; run fresh (s39short,
-  s39fbshort) a MuSiQue question took 74 s against 86 (mean) and a FinanceBench one 140 s
-  against 174 (median), but findings cited fewer passages: citation recall .64 against .71
-  and .31 against .44, and 4 FinanceBench answers asserted wrong against 2;
+  kept: on s39two's 24 notes calls (``notes_ids_short_ids_not_kept.json``) 22% faster, the
+  same number of findings, 18 answers and 21 cited sets the same as with whole ids; run fresh
+  (s39short, s39fbshort) a MuSiQue question took 74 s against 86 (mean) and a FinanceBench one
+  140 s against 174 (median), but findings cited fewer passages: citation recall .64 against
+  .71 and .31 against .44, and 4 FinanceBench answers asserted wrong against 2;
 - ``one_id``: ids as logged, but a finding cites one passage, not up to three (schema and
   prompt line): in s34a's notes calls, 50 of 51 wrote one finding, 36 of 56 findings cited all
   three passages shown, and ids were 52 of the ~130 tokens a call wrote.
