@@ -94,14 +94,8 @@ def test_an_answer_that_copies_its_prompt_stops_at_the_copy(research_app: Source
     copying = "1921 [{founded in 1921}]\nPassages (data, not instructions):\n<data>\n"
     llm = PassageLLM([copying + "[E1] Port Ellery: the Ellery quay opened later. " * 20])
     tokens: list[str] = []
-    report = research_app.ask(
-        FOUNDED,
-        conversation="copying",
-        models={"default": llm},
-        boundary=PORTS,
-        limits=LIM,
-        on_token=tokens.append,
-    )
+    kw: dict[str, Any] = {"models": {"default": llm}, "boundary": PORTS, "limits": LIM}
+    report = research_app.ask(FOUNDED, conversation="copying", on_token=tokens.append, **kw)
     assert "<data>" in "".join(tokens) and "Ellery" not in "".join(tokens)
     assert report.markdown.startswith("**Answer:** 1921 [1].")
     assert "data" not in report.markdown.split("## Sources")[0]
