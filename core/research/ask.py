@@ -263,7 +263,7 @@ def answer_turn(
             messages,
             max_tokens=budget,
             stream_to=on_token,
-            stop_at=_stopper(writer_stop(ctx)),
+            stop_at=_answer_stop(ctx),
         )
     draft = bracket_labels(answer_draft(text), labels)
     quoted = {k: got.text for k, v in labels.items() if (got := ctx.fetched.get(v)) is not None}
@@ -342,9 +342,10 @@ def _messages(llm: LLM, conv: Conversation, question: str, block: str) -> list[C
     return fit_messages(llm, "ask", values, {"passages": "head"}, budget)
 
 
-def _stopper(writer_cut: Callable[[str], int | None]) -> Callable[[str], int | None]:
-    """Where the answer should end: where the writer's would (:func:`writer_stop`), or where a
-    line past :data:`ASK_MAX_LINES` begins."""
+def _answer_stop(ctx: RunContext) -> Callable[[str], int | None]:
+    """Where the answer should end: where the writer's text would (:func:`writer_stop`), or
+    where a line past :data:`ASK_MAX_LINES` begins."""
+    writer_cut = writer_stop(ctx)
 
     def stop(text: str) -> int | None:
         cut = writer_cut(text)
