@@ -22,10 +22,6 @@ on one model instance, on notes calls a series of runs logged (``sourcebook eval
   (s39short, s39fbshort) a MuSiQue question took 74 s against 86 (mean) and a FinanceBench one
   140 s against 174 (median), but findings cited fewer passages: citation recall .64 against
   .71 and .31 against .44, and 4 FinanceBench answers asserted wrong against 2;
-- ``unforced``: ids as logged, each written token decoded on its own, as before the backend
-  read the rest of an id the schema leaves no choice about in one batch with the token before
-  it (``LlamaCppLLM(forced_text=...)``, :class:`models.forced.ForcedText`); every other variant
-  reads forced text in batches, the default;
 - ``one_id``: ids as logged, but a finding cites one passage, not up to three (schema and
   prompt line): in s34a's notes calls, 50 of 51 wrote one finding, 36 of 56 findings cited all
   three passages shown, and ids were 52 of the ~130 tokens a call wrote.
@@ -73,7 +69,7 @@ from models.llm import (  # noqa: E402
 from models.starter import STARTER_DEFAULT, ensure_starter  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "notes_ids.json"
-VARIANTS = ("ids", "labels", "no_enum", "one_id", "enum_once", "short_ids", "unforced")
+VARIANTS = ("ids", "labels", "no_enum", "one_id", "enum_once", "short_ids")
 LOGGED_IDS_PER_FINDING = 3  # what the logged calls' schema allowed (s34a, s35)
 FINDING_LINE = re.compile(r"^Each finding is .*$", re.M)
 ONE_ID_LINE = (
@@ -258,7 +254,6 @@ def main(argv: list[str] | None = None) -> int:
             order = chosen[k:] + chosen[:k]
             row: dict[str, Any] = {"key": call["key"]}
             for variant in order:
-                llm._forced_text = variant != "unforced"
                 row[variant] = run(llm, *prompt_and_grammar(variant, call["messages"], ids))
             shown = list(
                 dict.fromkeys(_EV_ID.findall("\n".join(m.content for m in call["messages"])))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
 import ctypes
 import functools
 import json
@@ -19,11 +18,9 @@ from typing import Any, TypeVar
 
 from models import cpu_backend
 from models.errors import ContextOverflow, GenerationCancelled, ModelBackendError, ModelFileError
-from models.forced import ForcedText, forced_tokens
 from models.gguf import read_gguf_info
 from models.llm import (
     DEFAULT_MAX_TOKENS,
-    LOOP_CHECK_EVERY,
     REPEAT_FINISH,
     BaseLLM,
     CancelToken,
@@ -32,7 +29,6 @@ from models.llm import (
     Choice,
     caught_in_loop,
     check_options,
-    loop_cut,
     raise_if_cancelled,
 )
 from models.probe import check_runtime
@@ -112,7 +108,13 @@ class _GrammarFirstSampler:
         cands = self._candidates(ctx, idx)
         lib.llama_sampler_apply(self._chain.sampler, ctypes.byref(cands))
         token = int(cands.data[cands.selected].id)
-        if not self.admits(token):  # rejected: constrain the whole vocabulary
+        one: Any = self._one[0]
+        one.id, one.logit, one.p = token, 1.0, 0.0
+        single = lib.llama_token_data_array(
+            data=ctypes.cast(self._one, lib.llama_token_data_p), size=1, selected=-1, sorted=False
+        )
+        lib.llama_sampler_apply(self._grammar, ctypes.byref(single))
+        if math.isinf(single.data[0].logit):  # rejected: constrain the whole vocabulary
             self.full_passes += 1
             cands = self._candidates(ctx, idx)
             lib.llama_sampler_apply(self._grammar, ctypes.byref(cands))
@@ -121,17 +123,6 @@ class _GrammarFirstSampler:
         lib.llama_sampler_accept(self._grammar, token)
         self._chain.accept(token)
         return token
-
-    def admits(self, token: int) -> bool:
-        """Whether the grammar, as written so far, allows ``token`` next."""
-        lib = self._lib
-        one: Any = self._one[0]
-        one.id, one.logit, one.p = token, 1.0, 0.0
-        single = lib.llama_token_data_array(
-            data=ctypes.cast(self._one, lib.llama_token_data_p), size=1, selected=-1, sorted=False
-        )
-        lib.llama_sampler_apply(self._grammar, ctypes.byref(single))
-        return not math.isinf(single.data[0].logit)
 
     def __del__(self) -> None:
         if getattr(self, "_grammar", None):
@@ -199,7 +190,6 @@ class LlamaCppLLM(BaseLLM):
         verbose: bool = False,
         prompt_cache_bytes: int = 0,
         prompt_lookup_tokens: int = 0,
-        forced_text: bool = True,
         probe: Callable[[Path], object] | None = check_runtime,
     ) -> None:
         """``prepare``, if given, runs once on the worker before loading and returns the file to
@@ -219,12 +209,7 @@ class LlamaCppLLM(BaseLLM):
         ``prompt_lookup_tokens`` > 0 drafts that many tokens ahead by finding the text just
         written in the prompt (llama.cpp's prompt-lookup decoding), and the model checks the
         draft in one batch: output that copies the passages is written several tokens a step.
-        The model still chooses every token (bench/prompt_lookup.py compares outputs).
-
-        ``forced_text`` reads what a schema leaves no choice about (the rest of an enum value
-        once its first characters fix it: an evidence id's last dozen digits) in one batch with
-        the token before it, instead of one decode per token, the model still choosing each
-        (:meth:`_constrained_here`)."""
+        The model still chooses every token (bench/prompt_lookup.py compares outputs)."""
         super().__init__(name or model_path.stem)
         self.model_path = model_path
         self._n_threads = n_threads
@@ -235,7 +220,6 @@ class LlamaCppLLM(BaseLLM):
         self._verbose = verbose
         self._prompt_cache_bytes = prompt_cache_bytes
         self._prompt_lookup_tokens = prompt_lookup_tokens
-        self._forced_text = forced_text and prompt_lookup_tokens == 0
         self._probe = probe
         self._local = threading.local()
         self._executor = ThreadPoolExecutor(
@@ -400,11 +384,6 @@ class LlamaCppLLM(BaseLLM):
                 f"The prompt for {self.name} takes {len(prompt)} tokens; with room for "
                 f"{max_tokens} tokens of answer it exceeds the {self._n_ctx}-token context window."
             )
-        forced = ForcedText(json_schema) if json_schema is not None else None
-        if json_schema and forced and forced.active and self._forced_text and on_token is None:
-            return self._constrained_here(
-                llama, prompt, max_tokens, temperature, cancel, json_schema, forced, started
-            )
         chunks = llama.create_completion(
             prompt=prompt,
             max_tokens=max_tokens,
@@ -445,122 +424,6 @@ class LlamaCppLLM(BaseLLM):
             model=self.name,
             prompt_tokens=len(prompt),
             completion_tokens=len(parts),
-            finish_reason=finish,
-            elapsed_s=time.monotonic() - started,
-            first_token_s=first,
-        )
-
-    def _constrained_here(
-        self,
-        llama: Any,
-        prompt: list[int],
-        max_tokens: int,
-        temperature: float,
-        cancel: CancelToken | None,
-        json_schema: dict[str, Any],
-        forced: ForcedText,
-        started: float,
-    ) -> ChatResponse:
-        """One schema-bound generation that reads forced text in batches (worker only).
-
-        As ``create_completion`` does it (the kept state whose prompt begins most like this
-        one, the same sampler), except that after each chosen token, the tokens the schema
-        leaves no choice about (:func:`models.forced.forced_tokens`: the rest of an enum value)
-        are read together with it in one batch instead of one decode each. The model still
-        chooses every token from its own logits, as prompt-lookup decoding checks a draft: the
-        first it chooses otherwise ends the draft (a value split into tokens its own way)."""
-        import llama_cpp
-
-        if llama.cache:
-            try:
-                kept = llama.cache[prompt]
-                if llama.longest_token_prefix(
-                    kept.input_ids.tolist(), prompt
-                ) > llama.longest_token_prefix(llama.input_ids[: llama.n_tokens].tolist(), prompt):
-                    llama.load_state(kept)
-            except KeyError:
-                pass
-        held = llama.input_ids[: llama.n_tokens].tolist()
-        keep = llama.longest_token_prefix(held, prompt[:-1])  # the last is read for its logits
-        if keep < llama.n_tokens and not llama._ctx.kv_cache_seq_rm(-1, keep, -1):
-            keep = 0  # this model's cache cannot drop a tail: read the prompt whole
-            llama.reset()
-        llama.n_tokens = keep
-        if self._seed is not None:
-            llama.set_seed(self._seed)
-        sampler = llama._init_sampler(temp=temperature, grammar=self._grammar(json_schema))
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-
-        @functools.cache
-        def tokenized(value: str) -> list[int]:
-            return list(llama.tokenize(value.encode("utf-8"), add_bos=False))
-
-        @functools.cache
-        def piece(token: int) -> str:
-            return str(llama.detokenize([token]).decode("utf-8", errors="replace"))
-
-        def read_batch(tokens: list[int]) -> None:
-            """Read a short run keeping every position's logits (``eval`` keeps the last's)."""
-            at = llama.n_tokens
-            llama._ctx.kv_cache_seq_rm(-1, at, -1)
-            llama._batch.set_batch(batch=tokens, n_past=at, logits_all=True)
-            llama._ctx.decode(llama._batch)
-            llama.input_ids[at : at + len(tokens)] = tokens
-            llama.n_tokens = at + len(tokens)
-
-        written: list[int] = []
-        parts: list[str] = []  # each token's text, as the loop check reads them
-
-        def take(token: int) -> None:
-            written.append(token)
-            parts.append(decoder.decode(llama.detokenize([token])))
-            forced.feed(parts[-1])
-
-        llama.eval(prompt[keep:])
-        token = sampler.sample(llama._ctx, -1)  # chosen, not yet taken nor read
-        first: float | None = None
-        finish = "length"
-        while len(written) < max_tokens:
-            if self._closing.is_set():
-                raise GenerationCancelled(f"Model {self.name} is closing.")
-            raise_if_cancelled(cancel, self.name)
-            if llama_cpp.llama_vocab_is_eog(llama._model.vocab, token):
-                finish = "stop"
-                break
-            first = first if first is not None else time.monotonic() - started
-            checks = len(written) // LOOP_CHECK_EVERY
-            take(token)
-            if len(written) // LOOP_CHECK_EVERY > checks and loop_cut("".join(parts)) is not None:
-                finish = REPEAT_FINISH  # the grammar would let it run on to max_tokens
-                break
-            place = forced.open_enum()
-            draft = forced_tokens(*place, tokenized, piece) if place else []
-            draft = draft[: max_tokens - len(written)]
-            if not draft:
-                llama.eval([token])
-                token = sampler.sample(llama._ctx, -1)
-                continue
-            # The draft is read in one batch with the token before it, and the model still
-            # picks each token from its own logits: the first it picks otherwise ends the
-            # draft, whose rest leaves the context.
-            read_batch([token, *draft])
-            for i, drafted in enumerate(draft):
-                token = sampler.sample(llama._ctx, i)
-                if token != drafted:
-                    llama.n_tokens -= len(draft) - i
-                    llama._ctx.kv_cache_seq_rm(-1, llama.n_tokens, -1)
-                    break
-                take(token)
-            else:
-                token = sampler.sample(llama._ctx, len(draft))
-        raise_if_cancelled(cancel, self.name)
-        if llama.cache:
-            llama.cache[prompt + written] = llama.save_state()
-        return ChatResponse(
-            text=llama.detokenize(written).decode("utf-8", errors="ignore"),
-            model=self.name,
-            prompt_tokens=len(prompt),
-            completion_tokens=len(written),
             finish_reason=finish,
             elapsed_s=time.monotonic() - started,
             first_token_s=first,

@@ -7,14 +7,14 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.errors import ContextOverflow, GenerationCancelled, StructuredOutputError
 from models.llamacpp import LlamaCppLLM
-from models.llm import LLM, ChatMessage, json_prompt, json_schema_for
+from models.llm import LLM, ChatMessage
 from models.openai_compat import OpenAICompatibleLLM
 
 pytestmark = pytest.mark.real_model
@@ -297,57 +297,3 @@ def test_prompt_lookup_drafts_from_the_prompt_and_keeps_output_valid(
         assert llm.chat(msgs, max_tokens=40, temperature=0.0).text
     finally:
         llm.close()
-
-
-SOURCE_IDS = ("ev1:5d1c0a93e7f24b68", "ev1:5d8e21f0b3a9c476", "ev1:a07b3c59d2e81f64")
-
-
-class Cited(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    claim: str = Field(max_length=80)
-    evidence_ids: list[Literal[SOURCE_IDS]] = Field(min_length=1, max_length=2)  # type: ignore[valid-type]
-
-
-def test_forced_enum_text_is_read_in_batches_and_stays_valid(fast_model_path: Path) -> None:
-    """The digits of an id the schema leaves no choice about are read with the token before
-    them, in one batch, not decoded one by one; the output is the same kind of valid JSON."""
-    passages = "\n".join(
-        f"[{i}] {text}"
-        for i, text in zip(
-            SOURCE_IDS,
-            ["Tomas Varga was born in Kelmor.", "Kelmor lies on the Dravin river.", "Tea."],
-            strict=True,
-        )
-    )
-    msgs = [
-        ChatMessage(role="system", content="You note one fact and cite the passages' ids."),
-        ChatMessage(role="user", content=f"{passages}\nWhere was Tomas Varga born?"),
-    ]
-    schema = json_schema_for(Cited)
-    for forced in (True, False):
-        llm = LlamaCppLLM(fast_model_path, n_ctx=2048, n_threads=2, seed=7, forced_text=forced)
-        try:
-            llm.load()
-            reads: list[int] = []  # tokens per read
-            decode = llm._llama._ctx.decode
-
-            def counting(batch: Any, decode: Any = decode, reads: list[int] = reads) -> None:
-                reads.append(batch.batch.n_tokens)
-                decode(batch)
-
-            llm._llama._ctx.decode = counting
-            out = llm._generate(
-                json_prompt(msgs, Cited),
-                max_tokens=120,
-                temperature=0.0,
-                cancel=None,
-                json_schema=schema,
-            )
-        finally:
-            llm.close()
-        got = Cited.model_validate_json(out.text)
-        assert got.evidence_ids and set(got.evidence_ids) <= set(SOURCE_IDS)
-        if forced:  # an id's last digits read in one batch with the token before them
-            assert max(reads[1:]) > 4 and len(reads) < out.completion_tokens - 8
-        else:  # the prompt, then one token a read
-            assert reads[1:] == [1] * (len(reads) - 1)
