@@ -40,12 +40,9 @@ def serve_extractor(fd: int) -> None:
     It imports only what extraction needs, so it starts in ~1 s. ``graph/__init__`` imports the
     whole store (lancedb, networkx: ~4 s of a 6 s start on 2 busy cores), so ``graph`` is
     registered as a bare package and only the modules extraction uses are imported
-    (``graph.schemas``, ``graph.ids``, ``graph.wordpack``). ``import pymupdf`` also imports
-    ``pymupdf.layout`` when it is installed, which loads an ONNX layout model (~1 s) that only
-    ``Page.get_layout`` uses; a ``None`` entry in ``sys.modules`` makes that optional import
-    fail, as pymupdf allows.
+    (``graph.schemas``, ``graph.ids``, ``graph.wordpack``). PyMuPDF's layout model is kept
+    out as in every process (``core/__init__``).
     """
-    sys.modules["pymupdf.layout"] = None  # type: ignore[assignment]
     if "graph" not in sys.modules:
         spec = importlib.util.find_spec("graph")
         if spec is not None and spec.submodule_search_locations is not None:

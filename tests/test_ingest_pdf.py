@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pdfgen
@@ -196,3 +198,21 @@ def test_sample_contents_and_bookmark_ids_cleaned(count: WordPieceCounter) -> No
     assert "Empowering all workers morning, noon and night." in page5
     # the table of contents (pages 1-4) gives no passage of its own
     assert not any("Workforce Solutions | 4" in p.text for p in doc.passages)
+
+
+def test_pymupdf_s_layout_model_is_not_loaded_by_sourcebook(tmp_path: Path) -> None:
+    """PyMuPDF 2 loads an ONNX layout model on import when it is installed, which Sourcebook
+    never uses: a process that reads and renders PDFs through ``core`` does without it."""
+    pdf = tmp_path / "harbor.pdf"
+    pdfgen.write_pdf(pdf, ["Northport harbor opened in 1871."])
+    code = (
+        "import sys\n"
+        "from core.render import render_pdf_page\n"
+        f"page = render_pdf_page(__import__('pathlib').Path({str(pdf)!r}), 0, 1.0)\n"
+        "assert page.samples, 'rendered'\n"
+        "print(sys.modules.get('pymupdf.layout'), 'pymupdf.layout.onnx' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.split() == ["None", "False"]
