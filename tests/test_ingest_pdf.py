@@ -202,13 +202,14 @@ def test_sample_contents_and_bookmark_ids_cleaned(count: WordPieceCounter) -> No
 
 def test_pymupdf_s_layout_model_is_not_loaded_by_sourcebook(tmp_path: Path) -> None:
     """PyMuPDF 2 loads an ONNX layout model on import when it is installed, which Sourcebook
-    never uses: a process that reads and renders PDFs through ``core`` does without it."""
+    never uses: a process that renders a PDF page through ``core`` does without it."""
     pdf = tmp_path / "harbor.pdf"
     pdfgen.write_pdf(pdf, ["Northport harbor opened in 1871."])
     code = (
         "import sys\n"
+        "from pathlib import Path\n"
         "from core.render import render_pdf_page\n"
-        f"page = render_pdf_page(__import__('pathlib').Path({str(pdf)!r}), 0, 1.0)\n"
+        f"page = render_pdf_page(Path({str(pdf)!r}), 0, 1.0)\n"
         "assert page.samples, 'rendered'\n"
         "print(sys.modules.get('pymupdf.layout'), 'pymupdf.layout.onnx' in sys.modules)\n"
     )
