@@ -171,12 +171,12 @@ class ResearchLimits(BaseModel):
         "and its evidence, the trail is the record of how the run got there.",
     )
     chain_support: bool = Field(
-        False,
+        True,
         description="An answer line stands on its chain when every link (one fact, one cited "
-        "passage) passed its own checks, the links join, and the last states the answer; "
-        "otherwise it is judged as a whole (core.research.chain). Off until the dev sets show "
-        "that it asserts more right answers without more wrong ones: it can only loosen the "
-        "answer's check.",
+        "passage) passed its own checks, the links join, and the last states the answer "
+        "(core.research.chain); otherwise it is judged as a whole, except one joining passages "
+        "of several documents, which is then flagged: judged as a whole, such answers score no "
+        "better than chance.",
     )
     notes_body: bool = Field(
         False,

@@ -4,7 +4,7 @@ names; scripted choices; a real library for the run)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -82,7 +82,19 @@ def _evidence(ev_id: str) -> Evidence:
     return evidence(ev_id, texts[ev_id])
 
 
-def _judge(markdown: str, p_yes: dict[str, float]) -> tuple[list[support.Judgement], list[str]]:
+def _two_documents(ev_id: str) -> Evidence:
+    """The passages of :func:`_evidence`, each from a document of its own."""
+    return _evidence(ev_id).model_copy(update={"doc_id": f"doc-{ev_id[-2:]}"})
+
+
+def _judge(
+    markdown: str,
+    p_yes: dict[str, float],
+    *,
+    get: Callable[[str], Evidence | None] = _evidence,
+    joins_need_chain: bool = False,
+    chained: bool = True,
+) -> tuple[list[support.Judgement], list[str]]:
     """Judge with each claim's p(yes) looked up by a word it holds; returns the judgements and
     the claims the model was asked about."""
     asked: list[str] = []
@@ -101,14 +113,23 @@ def _judge(markdown: str, p_yes: dict[str, float]) -> tuple[list[support.Judgeme
 
     judged = support.judge_claims(
         markdown,
-        _evidence,
+        get,
         choose,
         messages,
         question=Q,
         answer_mark=MARK,
-        on_chain=lambda held: carries(
-            next(ln for ln in markdown.splitlines() if ln.startswith(MARK)), markdown, Q, held, MARK
-        ),
+        on_chain=(
+            lambda held: carries(
+                next(ln for ln in markdown.splitlines() if ln.startswith(MARK)),
+                markdown,
+                Q,
+                held,
+                MARK,
+            )
+        )
+        if chained
+        else None,
+        joins_need_chain=joins_need_chain,
     )
     return judged, asked
 
@@ -129,6 +150,32 @@ def test_a_link_that_fails_sends_the_answer_to_the_joint_judgment() -> None:
     assert f"- {FACT2} [{ID2}]." in flagged  # the weak link is flagged
     assert any(s.startswith(MARK) for s in flagged)  # and the answer, judged whole, too
     assert not judged[0].by_chain
+
+
+JOINED_ANSWER = f"{MARK} the Dravin River [{ID1}][{ID2}]."
+
+
+def test_an_answer_joining_documents_stands_on_its_chain_or_is_flagged_unjudged() -> None:
+    # a broken chain, passages of two documents: the joint judgment would pass the answer
+    md = report().replace(report().splitlines()[0], JOINED_ANSWER)
+    p = {"Dravin River flows": 0.3, "A: ": 0.95}
+    judged, asked = _judge(md, p, get=_two_documents, joins_need_chain=True)
+    assert not any(a.startswith("A: ") for a in asked)  # never asked as a whole
+    answer = judged[0]
+    assert answer.sentence.startswith(MARK) and not answer.supported and not answer.by_chain
+    assert answer.reason() == support.JOIN_UNCARRIED
+    assert any(f.reason == support.JOIN_UNCARRIED for f in support.flags(judged))
+    # with no chain at all, the same
+    bare = JOINED_ANSWER
+    judged, asked = _judge(bare, p, get=_two_documents, joins_need_chain=True, chained=False)
+    assert asked == [] and judged[0].reason() == support.JOIN_UNCARRIED
+    # a chain that carries it still does
+    judged, asked = _judge(md, {"A: ": 0.1}, get=_two_documents, joins_need_chain=True)
+    assert judged[0].by_chain and judged[0].supported
+    # passages of one document, or the rule off: the answer is judged whole, as before
+    for get, rule in ((_evidence, True), (_two_documents, False)):
+        judged, asked = _judge(bare, p, get=get, joins_need_chain=rule, chained=False)
+        assert asked == ["A: the Dravin River"] and judged[0].supported
 
 
 # ----------------------------------------------------------------------------- whole runs
@@ -221,10 +268,8 @@ def test_run_withholds_an_answer_whose_chain_breaks_and_keeps_what_the_sources_s
     assert any(FACT2 in f.sentence for f in out.flagged_claims)
 
 
-def test_chain_support_is_off_by_default_and_the_answer_is_then_judged_whole(
-    chain_app: Sourcebook,
-) -> None:
-    assert ResearchLimits().chain_support is False
+def test_with_chain_support_off_the_answer_is_judged_whole(chain_app: Sourcebook) -> None:
+    assert ResearchLimits().chain_support is True
     # links yes, body yes, and the answer line judged as a whole: "no"
     off = LIM.model_copy(update={"chain_support": False})
     out = _two_hop_run(chain_app, "chain-off", ["no", "yes", "yes", "yes"], limits=off)

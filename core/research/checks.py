@@ -229,6 +229,7 @@ def _support_flags(
             if stage_on(ctx, "chain_support") and chain.chain_lines(text)
             else None
         ),
+        joins_need_chain=stage_on(ctx, "chain_support"),
     )
     flagged = support.flags(judged)
     record(
@@ -239,6 +240,7 @@ def _support_flags(
             "flagged": [excerpt(f.sentence) for f in flagged],
             "support": [round(j.support, 3) for j in judged],
             "answer_by_chain": any(j.by_chain for j in judged),
+            "answer_unjudged": any(bool(j.unjudged) for j in judged),
         },
     )
     return flagged

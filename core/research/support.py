@@ -13,7 +13,9 @@ is not support. A claim below its floor (:data:`SUPPORT_FLOOR` for one passage,
 An answer line ("**Answer:** Oslo [2]") is judged as the answer to the question, which is what
 it claims, unless it stands on its chain (:mod:`core.research.chain`): the links below it, one
 fact and one passage each, are judged first, and when they all pass, join, and end in the
-answer, the answer is not judged again as a whole. A sentence whose written-out calculation
+answer, the answer is not judged again as a whole; an answer joining passages of several
+documents that its chain does not carry is flagged without that judgment, which for such
+answers is no better than chance (:data:`ANSWER_FLOOR`). A sentence whose written-out calculation
 holds is not judged: the program redid the arithmetic, and the claim check found each operand
 in the cited text. A passage longer than
 :data:`PASSAGE_CHARS` is shown as its sentences (a table's rows) most like the claim, in passage
@@ -57,6 +59,12 @@ OPTIONS = ("yes", "partly", "no")
 #: (``bench/results/answer_likelihood_not_kept.json``).
 SUPPORT_FLOOR = 0.8
 ANSWER_FLOOR = 0.5
+#: Why an answer joining passages of several documents is flagged unjudged when no chain of
+#: checked links carries it: judged as a whole, such answers score no better than chance (above).
+JOIN_UNCARRIED = (
+    "the answer joins facts from several sources, and no chain of checked steps leads to it "
+    "(each step one fact its own passage states, each naming what the step before found)"
+)
 #: Claims judged per report, the answer line first; the rest keep the lexical checks alone.
 MAX_CLAIMS = 12
 PASSAGE_CHARS = 900
@@ -76,6 +84,7 @@ class Judgement:
     choice: Choice
     floor: float = SUPPORT_FLOOR
     by_chain: bool = False  # an answer line carried by its chain of checked links, not judged
+    unjudged: str = ""  # why an answer line was flagged without a judgment (its support is 0)
 
     @property
     def support(self) -> float:
@@ -86,6 +95,8 @@ class Judgement:
         return self.support >= self.floor
 
     def reason(self) -> str:
+        if self.unjudged:
+            return self.unjudged
         says = {
             "no": "the cited passages do not state this",
             "partly": "the cited passages state only part of this",
@@ -168,6 +179,7 @@ def judge_claims(
     skip: set[str] | None = None,
     embed: EmbedFn | None = None,
     on_chain: Callable[[dict[str, float]], float | None] | None = None,
+    joins_need_chain: bool = False,
 ) -> list[Judgement]:
     """Judge every cited sentence of ``markdown`` not in ``skip`` (those already flagged),
     the answer line first, at most :data:`MAX_CLAIMS`. ``messages`` renders the prompt
@@ -177,7 +189,9 @@ def judge_claims(
     With ``on_chain``, the other sentences are judged first and ``on_chain(supported)`` (the
     sentences that passed, with their support) gives the support of the answer line's chain
     of checked links (:func:`core.research.chain.carries`), or None when the chain does not
-    carry it; if it does, the answer line is not judged as a whole."""
+    carry it; if it does, the answer line is not judged as a whole. With ``joins_need_chain``,
+    an answer line citing passages of more than one document is never judged as a whole: its
+    chain carries it or it is flagged (:data:`JOIN_UNCARRIED`)."""
     todo: list[tuple[str, str, list[str]]] = []
     for sentence, line, ids in cited_sentences(markdown):
         if not ids or (skip and sentence in skip) or any(c.holds for c in calculations(sentence)):
@@ -203,6 +217,14 @@ def judge_claims(
                 carried = Judgement(sentence, ids, choice, ANSWER_FLOOR, by_chain=True)
                 out.insert(0, carried)
                 continue
+        if (
+            joins_need_chain
+            and (sentence, line, ids) == answer_item
+            and len({ev.doc_id for ev in found}) > 1
+        ):
+            none = Choice(option="no", probabilities={"yes": 0.0})
+            out.insert(0, Judgement(sentence, ids, none, ANSWER_FLOOR, unjudged=JOIN_UNCARRIED))
+            continue
         claim = claim_for(sentence, line, question, answer_mark)
         is_answer = bool(answer_mark) and line.lstrip().startswith(answer_mark)
         answer = answer_of(sentence, answer_mark) if is_answer else None
