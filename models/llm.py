@@ -550,6 +550,11 @@ class ScriptedLLM(BaseLLM):
         return len(self._answers)
 
     @property
+    def pending_choices(self) -> int:
+        """Queued ``choose`` answers not yet asked for."""
+        return len(self._choices)
+
+    @property
     def context_size(self) -> int:
         return self._context_size
 

@@ -142,12 +142,15 @@ def test_a_carried_answer_stands_on_its_judged_links_without_a_joint_judgment() 
     assert support.flags(judged) == []
 
 
+RETOLD = "The Dravin River runs by Kelmor"  # the second step in words of its own
+
+
 def test_a_link_that_fails_sends_the_answer_to_the_joint_judgment() -> None:
-    md = report()
-    judged, asked = _judge(md, {"Dravin River flows": 0.3, "A: ": 0.1})
+    md = report(facts=(FACT1, RETOLD))
+    judged, asked = _judge(md, {"Dravin River runs": 0.3, "A: ": 0.1})
     assert any(a.startswith("A: ") for a in asked)
     flagged = {f.sentence for f in support.flags(judged)}
-    assert f"- {FACT2} [{ID2}]." in flagged  # the weak link is flagged
+    assert f"- {RETOLD} [{ID2}]." in flagged  # the weak link is flagged
     assert any(s.startswith(MARK) for s in flagged)  # and the answer, judged whole, too
     assert not judged[0].by_chain
 
@@ -157,8 +160,9 @@ JOINED_ANSWER = f"{MARK} the Dravin River [{ID1}][{ID2}]."
 
 def test_an_answer_joining_documents_stands_on_its_chain_or_is_flagged_unjudged() -> None:
     # a broken chain, passages of two documents: the joint judgment would pass the answer
-    md = report().replace(report().splitlines()[0], JOINED_ANSWER)
-    p = {"Dravin River flows": 0.3, "A: ": 0.95}
+    md = report(facts=(FACT1, RETOLD))
+    md = md.replace(md.splitlines()[0], JOINED_ANSWER)
+    p = {"Dravin River runs": 0.3, "A: ": 0.95}
     judged, asked = _judge(md, p, get=_two_documents, joins_need_chain=True)
     assert not any(a.startswith("A: ") for a in asked)  # never asked as a whole
     answer = judged[0]
@@ -170,6 +174,7 @@ def test_an_answer_joining_documents_stands_on_its_chain_or_is_flagged_unjudged(
     judged, asked = _judge(bare, p, get=_two_documents, joins_need_chain=True, chained=False)
     assert asked == [] and judged[0].reason() == support.JOIN_UNCARRIED
     # a chain that carries it still does
+    md = report().replace(report().splitlines()[0], JOINED_ANSWER)
     judged, asked = _judge(md, {"A: ": 0.1}, get=_two_documents, joins_need_chain=True)
     assert judged[0].by_chain and judged[0].supported
     # passages of one document, or the rule off: the answer is judged whole, as before
@@ -238,15 +243,16 @@ def _two_hop_run(
     writer = ScriptedLLM([*shorts, *body])
     writer.enqueue_choices(choices)
     out = app.research(Q, models=models(planner, researcher, writer), task=task, limits=limits)
-    assert writer.pending == 0
+    assert writer.pending == 0 and writer.pending_choices == 0  # every judgment scripted was asked
     return out
 
 
 def test_run_shows_the_chain_and_asserts_the_answer_its_checked_links_carry(
     chain_app: Sourcebook,
 ) -> None:
-    # links judged yes; the body sentence yes; no joint judgment of the answer is asked for
-    out = _two_hop_run(chain_app, "chain-carried", ["yes", "yes", "yes"])
+    # the links quote their passages (stated, not asked); the body sentence is judged yes; no
+    # joint judgment of the answer is asked for
+    out = _two_hop_run(chain_app, "chain-carried", ["yes"])
     lines = out.markdown.splitlines()
     assert lines[0].startswith("**Answer:** the Dravin River [")
     assert CHAIN_HEAD in lines
@@ -259,20 +265,24 @@ def test_run_shows_the_chain_and_asserts_the_answer_its_checked_links_carry(
 def test_run_withholds_an_answer_whose_chain_breaks_and_keeps_what_the_sources_state(
     chain_app: Sourcebook,
 ) -> None:
-    # the second link is judged "no"; the answer, judged whole, "no" too
-    out = _two_hop_run(chain_app, "chain-broken", ["yes", "no", "yes", "no"])
+    # the first link quotes its passage (stated, not asked); the second, in words of its own,
+    # is judged "no"; the body "yes"; the answer, judged whole, "no"
+    retold = [STEPS[0], {**STEPS[1], "fact": RETOLD}]
+    shorts = [_short(retold, "the Dravin River", ["E2"])]
+    out = _two_hop_run(chain_app, "chain-broken", ["no", "yes", "no"], shorts=shorts)
     lines = out.markdown.splitlines()
     assert unverified(lines[0])
     assert CHAIN_HEAD_WITHHELD in lines and CHAIN_HEAD not in lines
     assert out.status == "insufficient_evidence"
-    assert any(FACT2 in f.sentence for f in out.flagged_claims)
+    assert any(RETOLD in f.sentence for f in out.flagged_claims)
+    assert not any(FACT1 in f.sentence for f in out.flagged_claims)
 
 
 def test_with_chain_support_off_the_answer_is_judged_whole(chain_app: Sourcebook) -> None:
     assert ResearchLimits().chain_support is True
-    # links yes, body yes, and the answer line judged as a whole: "no"
+    # the links quoted, the answer line judged as a whole first: "no"; the body yes
     off = LIM.model_copy(update={"chain_support": False})
-    out = _two_hop_run(chain_app, "chain-off", ["no", "yes", "yes", "yes"], limits=off)
+    out = _two_hop_run(chain_app, "chain-off", ["no", "yes"], limits=off)
     assert unverified(out.markdown.splitlines()[0])
     assert CHAIN_HEAD_WITHHELD in out.markdown.splitlines()  # the links that stand are kept
 
@@ -285,7 +295,7 @@ def test_a_fact_cut_at_its_bound_is_no_link(chain_app: Sourcebook) -> None:
     out = _two_hop_run(
         chain_app,
         "chain-cut-fact",
-        ["yes", "yes", "yes"],
+        ["yes", "yes"],
         limits=off,
         shorts=[_short(steps, "the Dravin River", ["E2"])],
     )
@@ -301,7 +311,7 @@ def test_the_chain_comes_from_the_answer_that_was_kept(chain_app: Sourcebook) ->
     out = _two_hop_run(
         chain_app,
         "chain-retry",
-        ["yes", "yes", "yes"],
+        ["yes"],
         shorts=[
             _short(wrong_steps, "the Oskel River", ["E2"]),
             _short(STEPS, "the Dravin River", ["E2"]),
@@ -325,7 +335,7 @@ def test_citations_are_not_completed_on_the_chain_lines() -> None:
 def test_with_the_body_off_the_answer_and_its_chain_are_the_report(chain_app: Sourcebook) -> None:
     # no body is scripted (the run asserts every scripted output was used and none more)
     limits = LIM.model_copy(update={"stages_off": ["body"]})
-    out = _two_hop_run(chain_app, "chain-no-body", ["yes", "yes"], limits=limits)  # the links
+    out = _two_hop_run(chain_app, "chain-no-body", [], limits=limits)  # the links are quoted
     assert out.status == "answered", out.status_reasons
     lines = [ln for ln in out.markdown.split("## Sources")[0].splitlines() if ln.strip()]
     assert lines[0].startswith("**Answer:** the Dravin River [")

@@ -187,7 +187,10 @@ def test_a_long_passage_is_shown_as_its_sentences_most_like_the_claim() -> None:
 
 def test_claims_are_judged_answer_first_once_each_and_flagged_below_the_floor() -> None:
     a, b = "ev1:00000000000000aa", "ev1:00000000000000bb"
-    texts = {a: evidence(a, "Ana Brel was born in Tarsk."), b: evidence(b, "Tarsk is on the Vell.")}
+    texts = {
+        a: evidence(a, "Ana Brel, a painter, was born in Tarsk."),
+        b: evidence(b, "Tarsk is on the Vell."),
+    }
     draft = (
         f"Ana Brel was born in Tarsk [{a}]. The Vell flows past her birthplace [{a}][{b}].\n"
         f"Uncited line.\n**Answer:** the Vell [{b}]."
@@ -229,6 +232,31 @@ def test_claims_are_judged_answer_first_once_each_and_flagged_below_the_floor() 
         skip={j.sentence for j in judged},
     )
     assert again == []
+
+
+def test_a_sentence_quoting_its_passage_is_stated_without_asking_the_model() -> None:
+    a = "ev1:00000000000000aa"
+    texts = {a: evidence(a, "Ana Brel was born in Tarsk in 1931.\nShe painted the Vell.")}
+    draft = (
+        f"**Answer:** Ana Brel was born in Tarsk in 1931 [{a}].\n\n"
+        f"- Ana Brel was born in Tarsk in 1931 [{a}].\n"  # a link quoting its passage
+        f"Ana Brel was born in Tarsk in 1932 [{a}]."  # one figure off: asked
+    )
+    asked: list[str] = []
+
+    def choose(key: str, msgs: list[ChatMessage]) -> Choice:
+        asked.append(msgs[-1].content)
+        return choice("yes")
+
+    def messages(passages: str, claim: str, answer: str | None) -> list[ChatMessage]:
+        return [ChatMessage(role="user", content=answer if answer is not None else claim)]
+
+    judged = support.judge_claims(draft, texts.get, choose, messages, answer_mark="**Answer:**")
+    assert asked == ["Ana Brel was born in Tarsk in 1931", "Ana Brel was born in Tarsk in 1932."]
+    quoted = [j for j in judged if j.quoted]
+    assert [j.sentence for j in quoted] == [f"- Ana Brel was born in Tarsk in 1931 [{a}]."]
+    assert quoted[0].supported and quoted[0].support == 1.0
+    assert not support.quoted("born in Tarsk [x].", list(texts.values()))  # too short to count
 
 
 def test_support_is_the_probability_of_yes() -> None:

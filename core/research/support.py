@@ -15,11 +15,11 @@ it claims, unless it stands on its chain (:mod:`core.research.chain`): the links
 fact and one passage each, are judged first, and when they all pass, join, and end in the
 answer, the answer is not judged again as a whole; an answer joining passages of several
 documents that its chain does not carry is flagged without that judgment, which for such
-answers is no better than chance (:data:`ANSWER_FLOOR`). A sentence whose written-out calculation
-holds is not judged: the program redid the arithmetic, and the claim check found each operand
-in the cited text. A passage longer than
-:data:`PASSAGE_CHARS` is shown as its sentences (a table's rows) most like the claim, in passage
-order, so one judgement reads a few hundred tokens.
+answers is no better than chance (:data:`ANSWER_FLOOR`). A sentence quoting its passage word
+for word is not judged (:func:`quoted`), nor is one whose written-out calculation holds: the
+program redid the arithmetic, and the claim check found each operand in the cited text. A
+passage longer than :data:`PASSAGE_CHARS` is shown as its sentences (a table's rows) most like
+the claim, in passage order, so one judgement reads a few hundred tokens.
 
 An answer line that passed is asked one more question, without its passages: is it the kind of
 thing the question asks for (a person for "who", a year for "when"; :func:`kind_flag`)? A small
@@ -85,6 +85,7 @@ class Judgement:
     floor: float = SUPPORT_FLOOR
     by_chain: bool = False  # an answer line carried by its chain of checked links, not judged
     unjudged: str = ""  # why an answer line was flagged without a judgment (its support is 0)
+    quoted: bool = False  # the sentence is its passage's own words: stated, not judged
 
     @property
     def support(self) -> float:
@@ -168,6 +169,13 @@ def passage_view(ev: Evidence, claim: str, embed: EmbedFn | None) -> str:
     return " ".join(out)
 
 
+def quoted(sentence: str, passages: list[Evidence]) -> bool:
+    """Whether ``sentence`` (citations and Markdown aside) is word for word in one of
+    ``passages``: a passage states its own words, so the model is not asked."""
+    said = " ".join(plain_claim(sentence).lstrip("- ").split()).rstrip(".").casefold()
+    return len(said) >= 20 and any(said in " ".join(ev.text.split()).casefold() for ev in passages)
+
+
 def judge_claims(
     markdown: str,
     evidence: Callable[[str], Evidence | None],
@@ -225,8 +233,12 @@ def judge_claims(
             none = Choice(option="no", probabilities={"yes": 0.0})
             out.insert(0, Judgement(sentence, ids, none, ANSWER_FLOOR, unjudged=JOIN_UNCARRIED))
             continue
-        claim = claim_for(sentence, line, question, answer_mark)
         is_answer = bool(answer_mark) and line.lstrip().startswith(answer_mark)
+        if not is_answer and quoted(sentence, found):
+            said = Choice(option="yes", probabilities={"yes": 1.0})
+            out.append(Judgement(sentence, ids, said, quoted=True))
+            continue
+        claim = claim_for(sentence, line, question, answer_mark)
         answer = answer_of(sentence, answer_mark) if is_answer else None
         passages = "\n\n".join(
             f"[{i}] {ev.title}\n{passage_view(ev, claim, embed)}"
