@@ -184,12 +184,6 @@ class ResearchLimits(BaseModel):
         "they cite holds, each cited to it (no model call), instead of the writer's prose "
         "(one call reading every passage fetched).",
     )
-    key_body: bool = Field(
-        False,
-        description="Under a short answer, the body quotes the passages' sentences most like "
-        "the question and each step's query, each cited (no model call), instead of the "
-        "writer's prose.",
-    )
     stages_off: list[str] = Field(
         default_factory=list,
         description="Post-draft stages switched off by name: those of "

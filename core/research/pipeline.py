@@ -21,7 +21,6 @@ STAGES: dict[str, str] = {
     "short_answer": "open the report with a short answer worked hop by hop (one model call)",
     "body": "under a short answer, the writer's prose (one model call; off: answer and chain)",
     "notes_body": "under a short answer, notes a passage holds, not the writer's prose (off)",
-    "key_body": "under a short answer, the passages' sentences most like each step (off)",
     "prompt_echo": "drop the prompt's data blocks (notes, passages) the writer copied",
     "cite_quotations": "cite the passage a quotation was pasted from, when the writer did not",
     "method_talk": "drop uncited sentences about the writing rather than the subject",

@@ -277,10 +277,7 @@ def _run(
         bare = bool(answer) and not stage_on(ctx, "body")  # the answer and its chain only
         draft = ""
         if not bare:
-            if answer and stage_on(ctx, "key_body"):
-                draft = writer.key_body(ctx, notes, evidence, answer)
-                bare = not draft  # nothing left beyond the answer: the answer and its chain
-            elif answer and stage_on(ctx, "notes_body"):
+            if answer and stage_on(ctx, "notes_body"):
                 draft = writer.notes_body(ctx, notes, answer)
                 bare = not draft  # nothing held beyond the answer: the answer and its chain
             else:

@@ -42,8 +42,7 @@ class StepAnswer:
     links: list[tuple[str, str]]  # (one sentence stating a step's answer, its evidence id)
 
 
-def answer_terms(answer: str) -> list[str]:
-    """The names and figures ``answer`` asserts."""
+def _terms(answer: str) -> list[str]:
     # key_terms skips a sentence's first word (any sentence starts with a capital): give it one
     return key_terms(f"Answer: {answer}")
 
@@ -54,7 +53,7 @@ def held(notes: ResearchNotes, get: GetFn) -> bool:
     if not notes.answer or not notes.answer_id:
         return False
     ev = get(notes.answer_id)
-    return ev is not None and not terms_missing(answer_terms(notes.answer), cited_text(ev))
+    return ev is not None and not terms_missing(_terms(notes.answer), cited_text(ev))
 
 
 def known_lines(deps: list[ResearchNotes], get: GetFn) -> list[str]:
@@ -104,7 +103,7 @@ def fact_for(notes: ResearchNotes, ev: Evidence) -> str:
     """One sentence stating the step's answer: the shortest of the notes' findings that cites
     the answer's passage and holds the answer's names, else the first sentence of the passage
     that holds them ("" when neither does, or the sentence is longer than a link may be)."""
-    terms = answer_terms(notes.answer)
+    terms = _terms(notes.answer)
     words = notes.answer.casefold()
 
     def states(text: str) -> bool:
