@@ -478,3 +478,33 @@ def test_a_restated_question_is_cut_from_the_answer() -> None:
     ]
     for answer in kept:
         assert strip_restatement(answer, q) == answer
+
+
+@pytest.mark.parametrize("sentences", [1, 0])
+def test_under_a_short_answer_the_writer_reads_the_sentences_most_like_the_question(
+    research_app: Sourcebook, sentences: int
+) -> None:
+    founded = pid_with(research_app, "founded in 1921")
+    dredging = pid_with(research_app, "Dredging of the main channel")
+    writer = ScriptedLLM([short("Mayor Ellen Park", ["E1"]), "It was founded in 1921 [E1]."])
+    limits = LIM.model_copy(update={"writer_sentences": sentences})
+    researcher = ScriptedLLM(
+        [
+            act("fetch_evidence", evidence_id=dredging),
+            act("fetch_evidence", evidence_id=founded),
+            act("finish"),
+            notes(("Founded in 1921 by Ellen Park.", [founded]), ("Dredged in 2020.", [dredging])),
+        ]
+    )
+    research_app.research(
+        QUESTION,
+        models=models(ScriptedLLM([plan(("q1", QUESTION, []))]), researcher, writer),
+        task=f"writer-sentences-{sentences}",
+        limits=limits,
+    )
+    body = generations(writer)[1].messages[-1].content
+    passages = body.rsplit("<data>", 1)[1]
+    assert "founded in 1921 by Mayor Ellen Park" in passages
+    # one sentence: the dredging passage, least like the question, is not shown; 0: all whole
+    assert ("Dredging of the main channel" in passages) == (sentences == 0)
+    assert ResearchLimits().writer_sentences == 12

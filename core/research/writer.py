@@ -280,11 +280,7 @@ def short_answer(
         return ""
     labels = {k: v for k, v in labels.items() if v in picked}
     by_id = {v: k for k, v in labels.items()}
-    block = "\n\n".join(
-        f"[{by_id[ev.evidence_id]}] {ev.title}\n" + " … ".join(picked[ev.evidence_id])
-        for ev in evidence
-        if ev.evidence_id in picked
-    )
+    block = sentence_block(evidence, picked, by_id)
     schema = short_answer_model(list(labels))
     budget = answer_budget(llm, ANSWER_MAX_TOKENS)
     shown = [ev for ev in evidence if ev.evidence_id in picked]
@@ -475,6 +471,18 @@ def strip_restatement(answer: str, question: str) -> str:
     return cut
 
 
+def sentence_block(
+    evidence: list[Evidence], picked: Mapping[str, list[str]], by_id: Mapping[str, str]
+) -> str:
+    """The passages that have sentences in ``picked``, each as its label, title and those
+    sentences (cuts marked with an ellipsis), in evidence order."""
+    return "\n\n".join(
+        f"[{by_id[ev.evidence_id]}] {ev.title}\n" + " … ".join(picked[ev.evidence_id])
+        for ev in evidence
+        if ev.evidence_id in picked
+    )
+
+
 def key_sentences(
     queries: list[str],
     evidence: list[Evidence],
@@ -513,7 +521,9 @@ def write(
 ) -> str:
     """Stream the draft; returns its Markdown (labels still in place). ``answer`` is the short
     answer line that opens the report (written before, by :func:`short_answer`); the writer
-    then gives the support."""
+    then gives the support, reading of the passages only the ``writer_sentences`` most like the
+    question or a plan query (:func:`key_sentences`): a prompt a quarter as long, and a body
+    only needs the facts on the way to the answer."""
     llm = ctx.model("writer")
     by_id = {v: k for k, v in labels.items()}
 
@@ -522,12 +532,19 @@ def write(
             text = text.replace(ev_id, label)
         return text
 
+    shown = with_tables(ctx, evidence)
+    block = evidence_block(shown, labels)
+    if answer and ctx.limits.writer_sentences:
+        queries = [question, *(q.query for q in plan.queries)]
+        embed = ctx.library.embedder.embed
+        picked = key_sentences(queries, shown, embed, ctx.limits.writer_sentences)
+        block = sentence_block(shown, picked, by_id) or block
     variables = {
         "question": question,
         "shape": plan.answer_shape,
         "components": plan.components,
         "notes": relabel("\n".join(n.compressed() for n in notes)),
-        "evidence": evidence_block(with_tables(ctx, evidence), labels),
+        "evidence": block,
         "answer": answer,
     }
     msgs = fit_messages(
