@@ -159,8 +159,7 @@ class ResearchLimits(BaseModel):
         description="Under a short answer, the writer reads only this many sentences of the "
         "passages, those most like the question or a plan query, each under its passage's "
         "label, as the short answer does (0: every passage whole, up to 1,500 characters "
-        "each). Replaying the dev research: FinanceBench writing 54 s a question against 70, "
-        "MuSiQue 22 s against 27, citation figures within run-to-run noise.",
+        "each; figures in the README).",
     )
     short_answer: bool = Field(
         True,
