@@ -533,12 +533,12 @@ def write(
         return text
 
     shown = with_tables(ctx, evidence)
-    block = evidence_block(shown, labels)
+    picked: dict[str, list[str]] = {}
     if answer and ctx.limits.writer_sentences:
         queries = [question, *(q.query for q in plan.queries)]
         embed = ctx.library.embedder.embed
         picked = key_sentences(queries, shown, embed, ctx.limits.writer_sentences)
-        block = sentence_block(shown, picked, by_id) or block
+    block = sentence_block(shown, picked, by_id) if picked else evidence_block(shown, labels)
     variables = {
         "question": question,
         "shape": plan.answer_shape,
