@@ -185,7 +185,8 @@ class ResearchLimits(BaseModel):
         "passage) passed its own checks, the links join, and the last states the answer "
         "(core.research.chain); otherwise it is judged as a whole, except one joining passages "
         "of several documents, which is then flagged: judged as a whole, such answers score no "
-        "better than chance.",
+        "better than chance. An answer worked out from figures stands only when a checked link "
+        "states each figure (which line item and period it is), else it is flagged.",
     )
     notes_body: bool = Field(
         False,

@@ -19,7 +19,9 @@ from research_fixtures import (
 
 from core.library import Evidence
 from core.research import writer as writer_module
+from core.research.chain import CHAIN_HEAD
 from core.research.schemas import ResearchLimits
+from core.research.support import WORKED_UNTRACED
 from core.research.writer import key_sentences, strip_restatement, unlike_asked
 from core.service import Sourcebook
 from models.llm import ScriptedCall, ScriptedLLM
@@ -187,21 +189,42 @@ def test_a_figure_worked_out_from_the_passages_is_computed_not_read(
 ) -> None:
     ships = pid_with(research_app, "4,200 ships")
     question = "How many ships a day did Northport harbor handle in 2019?"
+    step = {
+        "question": "How many ships did Northport harbor handle in 2019?",
+        "answer": "4,200",
+        "fact": "The Northport harbor handled 4,200 ships in 2019",
+        "label": "E1",
+    }
     writer = ScriptedLLM(
         [  # the model copies the figure right and divides wrong
-            short("12 ships a day", ["E1"], calculation="4200 / 365 = 12"),
+            short("12 ships a day", ["E1"], calculation="4200 / 365 = 12", steps=[step]),
             "Northport handled 4,200 ships in 2019 [E1].",
         ]
     )
     report = _run(
         research_app, "short-worked", writer, None, question, "4,200 ships", "4,200 ships."
     )
-    assert report.markdown.splitlines()[0] == (
-        "**Answer:** 11.51 ships a day, worked out as 4,200 / 365 = 11.51 [1]."
-    )
+    lines = report.markdown.splitlines()
+    assert lines[0] == "**Answer:** 11.51 ships a day, worked out as 4,200 / 365 = 11.51 [1]."
+    # the step stating the figure is shown below it, and checked: the answer stands on it
+    assert lines[2:4] == [CHAIN_HEAD, "- The Northport harbor handled 4,200 ships in 2019 [1]."]
     # the claim check redoes it: the result and the 365 need no source
     assert report.status == "answered", (report.status_reasons, report.flagged_claims)
     assert [c.evidence_id for c in report.citations] == [ships]
+    # no step says what 4,200 is (in the passage, but maybe another year's figure): flagged
+    other = dict(step, fact="The 2019 season set a record for the port")
+    for task, steps in (("short-worked-bare", []), ("short-worked-other", [other])):
+        writer = ScriptedLLM(
+            [
+                short("12 ships a day", ["E1"], calculation="4200 / 365 = 12", steps=steps),
+                "Northport handled 4,200 ships in 2019 [E1].",
+            ]
+        )
+        report = _run(research_app, task, writer, None, question, "4,200 ships", "4,200 ships.")
+        assert unverified(report.markdown.splitlines()[0], "11.51 ships a day, worked out as")
+        assert [f.reason for f in report.flagged_claims if "**Answer:**" in f.sentence] == [
+            WORKED_UNTRACED
+        ]
     # a figure no passage holds is not worked out: the model's answer stands, and is flagged
     writer = ScriptedLLM(
         [

@@ -93,6 +93,7 @@ def _judge(
     *,
     get: Callable[[str], Evidence | None] = _evidence,
     joins_need_chain: bool = False,
+    worked_needs_chain: bool = False,
     chained: bool = True,
 ) -> tuple[list[support.Judgement], list[str]]:
     """Judge with each claim's p(yes) looked up by a word it holds; returns the judgements and
@@ -130,6 +131,7 @@ def _judge(
         if chained
         else None,
         joins_need_chain=joins_need_chain,
+        worked_needs_chain=worked_needs_chain,
     )
     return judged, asked
 
@@ -181,6 +183,38 @@ def test_an_answer_joining_documents_stands_on_its_chain_or_is_flagged_unjudged(
     for get, rule in ((_evidence, True), (_two_documents, False)):
         judged, asked = _judge(bare, p, get=get, joins_need_chain=rule, chained=False)
         assert asked == ["A: the Dravin River"] and judged[0].supported
+
+
+SALES = "Tarsk Mills' total net sales were 9,000 in 2030"
+WORKED = f"{MARK} 12.5%, worked out as (9,000 - 8,000) / 8,000 * 100 = 12.5% [{ID1}]."
+
+
+@pytest.mark.parametrize(
+    ("facts", "p_link", "stands"),
+    [
+        ((SALES, "Tarsk Mills' total net sales were 8,000 in 2029"), 0.9, True),
+        ((SALES, "Tarsk Mills' total net sales were 8,000 in 2029"), 0.3, False),  # a link fails
+        ((SALES, "Tarsk Mills sold mostly in Vell"), 0.9, False),  # 8,000 is in no link
+        ((), 0.9, False),  # no chain: nothing says what the figures are
+    ],
+)
+def test_a_worked_answer_stands_only_on_checked_links_stating_its_figures(
+    facts: tuple[str, ...], p_link: float, stands: bool
+) -> None:
+    md = WORKED
+    if facts:
+        md += "\n\n" + chain_block([(f, ID1) for f in facts])
+    judged, asked = _judge(
+        md, {"Tarsk Mills": p_link}, worked_needs_chain=True, chained=bool(facts)
+    )
+    answer = next(j for j in judged if j.sentence.startswith(MARK))
+    assert not any(a.startswith("A: ") for a in asked)  # never judged as a whole
+    assert answer.supported == answer.by_chain == stands
+    if not stands:
+        assert answer.reason() == support.WORKED_UNTRACED
+    # without the rule, a calculation that holds is not judged, nor flagged
+    judged, _ = _judge(md, {"Tarsk Mills": p_link}, chained=bool(facts))
+    assert not any(j.sentence.startswith(MARK) for j in judged)
 
 
 # ----------------------------------------------------------------------------- whole runs

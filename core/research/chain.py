@@ -20,8 +20,9 @@ import itertools
 import re
 from collections.abc import Mapping
 
+from core.research.arithmetic import CONSTANTS, calculations
 from core.research.citations import cited_sentences, key_terms, terms_missing
-from core.text import STOP_WORDS
+from core.text import STOP_WORDS, figures
 
 CHAIN_HEAD = "*How the sources lead there:*"
 #: Replaces :data:`CHAIN_HEAD` when the answer is withheld: the links that stand are what the
@@ -84,7 +85,10 @@ def carries(
     ``supported`` (each passed the checks against its own passage; sentence -> support), each
     link after the first names something of the link before it that the question does not, and
     the last link holds every name and figure the answer asserts beyond the question (an answer
-    asserting nothing beyond the question, a yes or a no, is not carried by a lexical test)."""
+    asserting nothing beyond the question, a yes or a no, is not carried by a lexical test).
+    An answer worked out from figures stands on the links stating them (:func:`traces`)."""
+    if worked_figures(answer_line, question):
+        return traces(answer_line, markdown, question, supported)
     links = chain_lines(markdown)
     sentences = [s for line in links for s, ln, _ in cited_sentences(line) if ln == line]
     if not sentences or any(s not in supported for s in sentences):
@@ -97,3 +101,40 @@ def carries(
     if not asserted or terms_missing(asserted, _CITES.sub(" ", links[-1])):
         return None
     return min(supported[s] for s in sentences)
+
+
+def worked_figures(answer_line: str, question: str) -> list[str]:
+    """The figures an answer line's calculation that holds is worked out from, less constants
+    (100 for a percentage, 365 days) and the question's own figures; [] when it has none."""
+    given = set(figures(question))
+    return [
+        f
+        for c in calculations(_CITES.sub(" ", answer_line))
+        if c.holds
+        for f in c.operands
+        if f not in CONSTANTS and f not in given
+    ]
+
+
+def traces(
+    answer_line: str, markdown: str, question: str, supported: Mapping[str, float]
+) -> float | None:
+    """The support of a worked answer's chain (its weakest link stating a figure the answer is
+    worked out from), or None when a figure is stated by no link that passed its checks. The
+    program redid the arithmetic and found each figure in a cited passage; that the figure is
+    the line item and period the question asks for (the company's sales, not a region's; this
+    year's, not last year's) is what a link says and its check confirms, one figure at a time."""
+    used = worked_figures(answer_line, question)
+    passed = {
+        s: supported[s]
+        for line in chain_lines(markdown)
+        for s, ln, _ in cited_sentences(line)
+        if ln == line and s in supported
+    }
+    weakest: list[float] = []
+    for figure in used:
+        stating = [p for s, p in passed.items() if figure in figures(_CITES.sub(" ", s))]
+        if not stating:
+            return None
+        weakest.append(max(stating))
+    return min(weakest) if weakest else None

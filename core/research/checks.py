@@ -230,6 +230,7 @@ def _support_flags(
             else None
         ),
         joins_need_chain=stage_on(ctx, "chain_support"),
+        worked_needs_chain=stage_on(ctx, "chain_support"),
     )
     flagged = support.flags(judged)
     record(

@@ -30,7 +30,7 @@ STAGES: dict[str, str] = {
     "complete_citations": "also cite fetched passages holding what a sentence's citations lack",
     "claim_check": "flag sentences whose names and figures their cited passages lack",
     "support_check": "flag claims the model judges their cited passages do not state",
-    "chain_support": "let the answer stand on its checked links; one joining documents only so",
+    "chain_support": "let the answer stand on its checked links; joined or worked ones only so",
     "answer_kind": "flag an answer line that is not the kind of thing the question asks for",
     "withhold_answer": "mark an answer line a check flags as not verified, in words",
     "answer_consistency": "flag body sentences answering the question otherwise than the answer",

@@ -17,7 +17,10 @@ answer, the answer is not judged again as a whole; an answer joining passages of
 documents that its chain does not carry is flagged without that judgment, which for such
 answers is no better than chance (:data:`ANSWER_FLOOR`). A sentence quoting its passage word
 for word is not judged (:func:`quoted`), nor is one whose written-out calculation holds: the
-program redid the arithmetic, and the claim check found each operand in the cited text. A
+program redid the arithmetic, and the claim check found each operand in the cited text. That
+does not make the operands the line items and periods asked for, so an answer line worked out
+from figures stands only on checked links stating each of them
+(:func:`core.research.chain.traces`), or is flagged. A
 passage longer than :data:`PASSAGE_CHARS` is shown as its sentences (a table's rows) most like
 the claim, in passage order, so one judgement reads a few hundred tokens.
 
@@ -64,6 +67,12 @@ ANSWER_FLOOR = 0.5
 JOIN_UNCARRIED = (
     "the answer joins facts from several sources, and no chain of checked steps leads to it "
     "(each step one fact its own passage states, each naming what the step before found)"
+)
+#: Why a worked answer is flagged when a figure it is worked out from is stated by no checked
+#: link: the figures are in its passages, but nothing checked says they are the ones asked for.
+WORKED_UNTRACED = (
+    "a figure it is worked out from is not stated by a checked step below it (which line item "
+    "and period the figure is, from its passage), so it may be the wrong line or year"
 )
 #: Claims judged per report, the answer line first; the rest keep the lexical checks alone.
 MAX_CLAIMS = 12
@@ -188,6 +197,7 @@ def judge_claims(
     embed: EmbedFn | None = None,
     on_chain: Callable[[dict[str, float]], float | None] | None = None,
     joins_need_chain: bool = False,
+    worked_needs_chain: bool = False,
 ) -> list[Judgement]:
     """Judge every cited sentence of ``markdown`` not in ``skip`` (those already flagged),
     the answer line first, at most :data:`MAX_CLAIMS`. ``messages`` renders the prompt
@@ -199,20 +209,29 @@ def judge_claims(
     of checked links (:func:`core.research.chain.carries`), or None when the chain does not
     carry it; if it does, the answer line is not judged as a whole. With ``joins_need_chain``,
     an answer line citing passages of more than one document is never judged as a whole: its
-    chain carries it or it is flagged (:data:`JOIN_UNCARRIED`)."""
+    chain carries it or it is flagged (:data:`JOIN_UNCARRIED`). With ``worked_needs_chain``, an
+    answer line worked out from figures (its calculation holds) is not passed unjudged as the
+    body's calculations are: its chain carries it (``on_chain``: a checked link states each
+    figure) or it is flagged (:data:`WORKED_UNTRACED`)."""
     todo: list[tuple[str, str, list[str]]] = []
+    worked: tuple[str, str, list[str]] | None = None
     for sentence, line, ids in cited_sentences(markdown):
-        if not ids or (skip and sentence in skip) or any(c.holds for c in calculations(sentence)):
+        if not ids or (skip and sentence in skip):
             continue
         first = bool(answer_mark) and line.lstrip().startswith(answer_mark)
+        if any(c.holds for c in calculations(sentence)):
+            if first and worked_needs_chain:
+                worked = (sentence, line, ids)
+            continue  # the program redid the arithmetic, and the claim check found its figures
         item = (sentence, line, ids)
         todo.insert(0, item) if first else todo.append(item)
-    todo = todo[:MAX_CLAIMS]
-    answer_item = (
+    todo = todo[: MAX_CLAIMS - (worked is not None)]
+    answer_item = worked or (
         todo[0] if todo and answer_mark and todo[0][1].lstrip().startswith(answer_mark) else None
     )
-    if on_chain is not None and answer_item is not None:
-        todo = [*todo[1:], answer_item]  # the answer line last: its chain's links decide first
+    if answer_item is not None and (on_chain is not None or worked is not None):
+        # the answer line last: its chain's links decide first
+        todo = [*(t for t in todo if t != answer_item), answer_item]
     out: list[Judgement] = []
     for sentence, line, ids in todo:
         found = [ev for ev in map(evidence, ids) if ev is not None]
@@ -225,6 +244,10 @@ def judge_claims(
                 carried = Judgement(sentence, ids, choice, ANSWER_FLOOR, by_chain=True)
                 out.insert(0, carried)
                 continue
+        if worked is not None and (sentence, line, ids) == worked:
+            none = Choice(option="no", probabilities={"yes": 0.0})
+            out.insert(0, Judgement(sentence, ids, none, ANSWER_FLOOR, unjudged=WORKED_UNTRACED))
+            continue
         if (
             joins_need_chain
             and (sentence, line, ids) == answer_item

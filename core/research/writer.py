@@ -255,7 +255,8 @@ def short_answer(
     """The report's opening line, ``**Answer:** ... [E2][E5]``, then the chain that leads there
     (each step's fact citing its passage, :func:`core.research.chain.chain_block`), or "" when
     the model finds no answer in the passages (or its output is invalid twice): the report then
-    opens as before. A worked-out figure shows its calculation instead of a chain.
+    opens as before. A worked-out figure shows its calculation, and its chain the steps
+    stating the figures it uses (the support check asks them to).
 
     It reads not whole passages but their :data:`ANSWER_SENTENCES` sentences most similar to
     the question or a plan query (:func:`key_sentences`), each under its passage's label and
@@ -314,9 +315,11 @@ def short_answer(
         return ""
     answer = _answer_words(data, question)
     worked = worked_answer(answer, data["calculation"], question, shown)
-    if worked is not None:  # cited by the passages holding its figures
+    if worked is not None:  # cited by the passages holding its figures, its steps below
         held = "".join(f"[{by_id[i]}]" for i in worked.sources)
-        return f"{ANSWER_MARK} {worked.answer}{WORKED_AS}{worked.calculation} {held}."
+        line = f"{ANSWER_MARK} {worked.answer}{WORKED_AS}{worked.calculation} {held}."
+        chain = chain_block(_links(data))
+        return f"{line}\n\n{chain}" if chain else line
     line, cites, missing = _answer_line(data, answer, question, shown, labels)
     kind = unlike_asked(question, answer) if line else ""
     chosen = data  # the output whose steps are the chain: the retry's when it is taken
@@ -357,15 +360,19 @@ def short_answer(
             line = _line(answer, list(dict.fromkeys([*holders[:ANSWER_HOLDERS], *cites])))
     if not line:
         return ""
-    # A fact that fills its bound was cut mid-sentence (a small model copying its passage):
-    # it states nothing whole, so it is no link.
-    links = [
+    chain = chain_block(_links(chosen))
+    return f"{line}\n\n{chain}" if chain else line
+
+
+def _links(data: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A short answer's steps as chain links, (fact, label). A fact that fills its bound was
+    cut mid-sentence (a small model copying its passage): it states nothing whole, so it is no
+    link."""
+    return [
         (st["fact"], st["label"])
-        for st in chosen["steps"]
+        for st in data["steps"]
         if st["label"] and st["fact"] and len(st["fact"]) < FACT_MAX
     ]
-    chain = chain_block(links)
-    return f"{line}\n\n{chain}" if chain else line
 
 
 def stepped_answer(
