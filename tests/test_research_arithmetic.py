@@ -58,6 +58,10 @@ def test_report_arithmetic_is_checked_with_the_claims() -> None:
     assert [f.reason for f in check_claims(wrong, get, None)] == [
         "the arithmetic does not hold: (83,950 - 64,120) / 64,120 = 10.0% (it comes to 30.926%)"
     ]
+    # a fall: the result holds with its sign, and is no more missing than a rise is
+    fall = f"Sales fell by (64,120 - 83,950) / 83,950 = -23.6% from 2017 [{ev_id}]."
+    assert _checked(fall) == [("23.6", True)]
+    assert check_claims(fall, get, None) == []
     # a calculation line under a cited one: its operands come from the line's passage
     line = f"Sales were $64,120 and $83,950 [{ev_id}]. $83,950 - $64,120 = $19,830."
     assert check_claims(line, get, None) == []

@@ -49,7 +49,7 @@ class Calculation:
     text: str  # as written, "($11,670 / $41,200) * 100 ≈ 26.4%"
     value: float  # what the expression comes to
     stated: float
-    stated_text: str  # the result as key_terms spells it: "26.4", "11670"
+    stated_text: str  # the result as key_terms spells it, unsigned: "26.4", "11670"
     holds: bool
     percent: bool = False  # the result is stated as a percentage
     operands: tuple[str, ...] = ()  # the numbers it uses, as :func:`operands` spells them
@@ -134,7 +134,7 @@ def calculations(sentence: str) -> list[Calculation]:
                     text,
                     value,
                     float(stated),
-                    stated,
+                    stated.lstrip("-"),  # key_terms reads no sign: "-4.2%" names "4.2"
                     holds,
                     percent,
                     tuple(operands(expr)),
