@@ -528,9 +528,9 @@ def write(
 ) -> str:
     """Stream the draft; returns its Markdown (labels still in place). ``answer`` is the short
     answer line that opens the report (written before, by :func:`short_answer`); the writer
-    then gives the support, reading of the passages only the ``writer_sentences`` most like the
-    question or a plan query (:func:`key_sentences`): a prompt a quarter as long, and a body
-    only needs the facts on the way to the answer."""
+    then gives the support, reading the passages whole, or with ``writer_sentences`` set only
+    that many sentences most like the question or a plan query (:func:`key_sentences`): a
+    prompt a quarter as long, but fresh runs cited fewer of the answer's passages."""
     llm = ctx.model("writer")
     by_id = {v: k for k, v in labels.items()}
 
