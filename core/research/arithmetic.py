@@ -71,6 +71,13 @@ def operands(expr: str) -> list[str]:
     return figures(expr)
 
 
+def sourced(used: list[str], question: str) -> list[str]:
+    """Of the operands ``used``, those a passage must state: not the constants a calculation
+    brings itself (:data:`CONSTANTS`), nor the figures ``question`` gives."""
+    given = set(figures(question))
+    return [f for f in used if f not in CONSTANTS and f not in given]
+
+
 def evaluate(expr: str) -> float | None:
     """What an expression of numbers, + - * / × ÷ and parentheses comes to (None when it is
     anything else, or divides by zero)."""

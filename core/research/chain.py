@@ -20,7 +20,7 @@ import itertools
 import re
 from collections.abc import Mapping
 
-from core.research.arithmetic import CONSTANTS, calculations
+from core.research.arithmetic import calculations, sourced
 from core.research.citations import cited_sentences, key_terms, terms_missing
 from core.text import STOP_WORDS, figures
 
@@ -87,8 +87,9 @@ def carries(
     the last link holds every name and figure the answer asserts beyond the question (an answer
     asserting nothing beyond the question, a yes or a no, is not carried by a lexical test).
     An answer worked out from figures stands on the links stating them (:func:`traces`)."""
-    if worked_figures(answer_line, question):
-        return traces(answer_line, markdown, question, supported)
+    used = worked_figures(answer_line, question)
+    if used:
+        return traces(used, markdown, supported)
     links = chain_lines(markdown)
     sentences = [s for line in links for s, ln, _ in cited_sentences(line) if ln == line]
     if not sentences or any(s not in supported for s in sentences):
@@ -106,25 +107,17 @@ def carries(
 def worked_figures(answer_line: str, question: str) -> list[str]:
     """The figures an answer line's calculation that holds is worked out from, less constants
     (100 for a percentage, 365 days) and the question's own figures; [] when it has none."""
-    given = set(figures(question))
-    return [
-        f
-        for c in calculations(_CITES.sub(" ", answer_line))
-        if c.holds
-        for f in c.operands
-        if f not in CONSTANTS and f not in given
-    ]
+    calcs = calculations(_CITES.sub(" ", answer_line))
+    return sourced([f for c in calcs if c.holds for f in c.operands], question)
 
 
-def traces(
-    answer_line: str, markdown: str, question: str, supported: Mapping[str, float]
-) -> float | None:
-    """The support of a worked answer's chain (its weakest link stating a figure the answer is
-    worked out from), or None when a figure is stated by no link that passed its checks. The
+def traces(used: list[str], markdown: str, supported: Mapping[str, float]) -> float | None:
+    """The support of a worked answer's chain (its weakest link stating one of the figures
+    ``used``, :func:`worked_figures`), or None when a figure is stated by no link that passed
+    its checks. The
     program redid the arithmetic and found each figure in a cited passage; that the figure is
     the line item and period the question asks for (the company's sales, not a region's; this
     year's, not last year's) is what a link says and its check confirms, one figure at a time."""
-    used = worked_figures(answer_line, question)
     passed = {
         s: supported[s]
         for line in chain_lines(markdown)

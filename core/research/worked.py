@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from core.library import Evidence
-from core.research.arithmetic import CONSTANTS, TIMES_100, evaluate, operands
+from core.research.arithmetic import TIMES_100, evaluate, operands, sourced
 from core.text import NUMBER_RE, PER_CENT, YEAR, figures, plain_number
 
 _YEAR = re.compile(YEAR)
@@ -76,15 +76,14 @@ def worked_answer(
     figures = operands(expr)
     if value is None or len(figures) < 2:
         return None
-    given = _figures(question)
-    sourced = [f for f in figures if f not in CONSTANTS and f not in given]
+    needed = sourced(figures, question)
     sources: list[str] = []
-    for figure in sourced:
+    for figure in needed:
         holder = next((ev.evidence_id for ev in evidence if figure in _figures(ev.text)), None)
         if holder is None:
             return None
         sources.append(holder)
-    if not any(len(f.replace(".", "")) > 1 for f in sourced):
+    if not any(len(f.replace(".", "")) > 1 for f in needed):
         return None  # none, or "1 + 1": digits found anywhere prove nothing
     said = next((m for m in NUMBER_RE.finditer(answer) if not _YEAR.fullmatch(m.group(0))), None)
     if said is None and answer and not _YES_NO.match(answer):
