@@ -375,6 +375,21 @@ def test_an_answer_still_unsupported_cites_the_shown_passages_that_hold_it(
     assert not any("Ellen" in f.reason for f in report.flagged_claims)
 
 
+def test_an_answer_citing_nothing_cites_the_shown_passages_that_hold_it(
+    research_app: Sourcebook,
+) -> None:
+    # no labels and no steps: the passage stating the answer is found for it, and the answer
+    # is checked like any other, instead of the report losing its answer line
+    writer = ScriptedLLM([short("Mayor Ellen Park", []), "It was founded in 1921 [E1]."])
+    report, founded, _ = _run_two_passages(research_app, "short-no-labels", writer)
+    assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
+    assert report.citations[0].evidence_id == founded
+    # an answer naming nothing any passage holds still has no line
+    writer = ScriptedLLM([short("Mayor Oskel Brant", []), "It was founded in 1921 [E1]."])
+    report, _, _ = _run_two_passages(research_app, "short-no-labels-unheld", writer)
+    assert not report.markdown.startswith("**Answer:**")
+
+
 def test_a_report_sentence_naming_what_its_citation_lacks_also_cites_the_passage_holding_it(
     research_app: Sourcebook,
 ) -> None:

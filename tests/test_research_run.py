@@ -361,6 +361,12 @@ def test_the_prompts_data_blocks_copied_into_the_draft_are_dropped(
     # the stage on whole drafts: the blocks go, closed or not; a draft without the tags stays
     assert without_prompt_echo(echo) == "Northport handled 4,200 ships in 2019 [E1]."
     assert without_prompt_echo("Ships [E1].\n\n\nMore [E2].") == "Ships [E1].\n\n\nMore [E2]."
+    # a line only repeating the question is an echo too, with or without its prompt heading
+    asked = "How many ships did Northport handle in 2019?"
+    for opening in (asked, f"Question: {asked}", "how many ships did Northport handle in 2019"):
+        assert without_prompt_echo(f"{opening}\n4,200 ships [E1].", asked) == "4,200 ships [E1]."
+    kept = f"Northport handled 4,200 ships in 2019 [E1].\n{asked} is asked yearly."
+    assert without_prompt_echo(kept, asked) == kept
 
 
 def test_claim_support_flags_unsupported_numbers(research_app: Sourcebook) -> None:

@@ -267,7 +267,7 @@ def answer_turn(
         )
     draft = bracket_labels(answer_draft(text), labels)
     quoted = {k: got.text for k, v in labels.items() if (got := ctx.fetched.get(v)) is not None}
-    draft = apply(ctx, "prompt_echo", draft, without_prompt_echo)
+    draft = apply(ctx, "prompt_echo", draft, lambda d: without_prompt_echo(d, question))
     draft = apply(ctx, "cite_quotations", draft, lambda d: cite_quotations(d, quoted))
     draft = apply(ctx, "method_talk", draft, without_method_talk)
     ctx.emit("stage", stage="checking citations")

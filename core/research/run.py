@@ -287,7 +287,9 @@ def _run(
         draft = bracket_labels(draft, labels)
         by_id = {ev.evidence_id: ev.text for ev in evidence}
         quoted = {k: by_id[v] for k, v in labels.items()}
-        draft = apply(ctx, "prompt_echo", draft, writer.without_prompt_echo)
+        draft = apply(
+            ctx, "prompt_echo", draft, lambda d: writer.without_prompt_echo(d, req.question)
+        )
         draft = apply(ctx, "cite_quotations", draft, lambda d: cite_quotations(d, quoted))
         draft = apply(ctx, "method_talk", draft, writer.without_method_talk)
         fell_back = False

@@ -146,15 +146,27 @@ _ECHOED_BLOCK = re.compile(
 )
 
 
-def without_prompt_echo(draft: str) -> str:
-    """The draft without the data blocks of its prompt copied into it (stage ``prompt_echo``).
+def without_prompt_echo(draft: str, question: str = "") -> str:
+    """The draft without the data blocks of its prompt copied into it (stage ``prompt_echo``),
+    nor a line that only repeats its ``question``.
 
     A small writer sometimes goes on after its answer by copying its prompt: the notes and the
     passages under their headings, labels and all (2 of 15 MuSiQue dev reports at session 37's
     defaults, each then 30 flagged "claims" long). A report never holds the prompt's ``<data>``
-    tags, so a block that opens with one is a copy, whatever it cites."""
+    tags, so a block that opens with one is a copy, whatever it cites. Told to answer in its
+    first sentence, it may open by copying the question instead: a reader (and the answer
+    check) would take that line for the answer."""
     out = _ECHOED_BLOCK.sub("", draft)
+    asked = _words_of(question.removeprefix("Question:"))
+    if asked:
+        lines = out.splitlines()
+        kept = [ln for ln in lines if _words_of(ln.strip().removeprefix("Question:")) != asked]
+        out = "\n".join(kept) if len(kept) < len(lines) else out
     return re.sub(r"\n{3,}", "\n\n", out).strip() if out != draft else draft
+
+
+def _words_of(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.casefold()))
 
 
 def echo_started(text: str) -> int | None:
@@ -352,10 +364,7 @@ def short_answer(
         # and his nationality was shown beside them. Its own labels stay after them: they are
         # often the hops that led there (replacing them cut one question's citation recall
         # from .75 to .25).
-        asserted = _asserted(answer, question)
-        holders = [
-            by_id[ev.evidence_id] for ev in shown if not terms_missing(asserted, cited_text(ev))
-        ]
+        holders = _holders(answer, question, shown, labels)
         if holders:
             line = _line(answer, list(dict.fromkeys([*holders[:ANSWER_HOLDERS], *cites])))
     if not line:
@@ -434,11 +443,27 @@ def _answer_line(
     cites = list(dict.fromkeys(data["labels"]))
     if not cites:  # the steps' labels stand in when the answer itself cites none
         cites = list(dict.fromkeys(s["label"] for s in data["steps"] if s["label"]))[-2:]
+    if not cites:  # else the passages shown that hold it: the checks then judge it as any
+        cites = _holders(answer, question, shown, labels)[:ANSWER_HOLDERS]
     if not data["answered"] or not answer or not cites:
         return "", [], []
     texts = {ev.evidence_id: cited_text(ev) for ev in shown}
     held = " ".join(texts.get(labels.get(c, ""), "") for c in cites)
     return _line(answer, cites), cites, terms_missing(_asserted(answer, question), held)
+
+
+def _holders(
+    answer: str, question: str, shown: list[Evidence], labels: dict[str, str]
+) -> list[str]:
+    """The labels of the passages shown that hold every name and figure ``answer`` asserts
+    (none when it asserts none: "yes" is held by no passage in particular)."""
+    asserted = _asserted(answer, question)
+    by_id = {v: k for k, v in labels.items()}
+    return [
+        by_id[ev.evidence_id]
+        for ev in shown
+        if asserted and ev.evidence_id in by_id and not terms_missing(asserted, cited_text(ev))
+    ]
 
 
 def _answer_words(data: dict[str, Any], question: str) -> str:
