@@ -72,7 +72,7 @@ def role_of(span: TaskSpan) -> str:
     parts = key.split("/")
     if any(p.startswith("support") for p in parts):
         return "support"
-    if role == "researcher" and "notes" in parts:  # the notes, and a step's asked again
+    if role == "researcher" and parts[-1] == "notes":
         return "researcher notes"
     return role
 

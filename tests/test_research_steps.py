@@ -104,19 +104,6 @@ def test_the_steps_answer_is_the_last_steps_with_one_link_per_step() -> None:
     assert steps.step_answer(TWO, {"q2": _notes("q2", Q, "the Dravin River", ID2)}, _get) is None
 
 
-def test_a_step_answering_with_an_answer_it_builds_on_repeats_it() -> None:
-    assert steps.repeats_known("kelmor.", ["Kelmor"])  # case and stop aside
-    assert not steps.repeats_known("the Dravin River", ["Kelmor"])
-    assert not steps.repeats_known("Kelmor", [])  # builds on nothing
-    assert not steps.repeats_known("", [""])
-    # figures written with other spacing or commas are the same figure
-    assert steps.repeats_known("$1,824", ["$ 1,824"])
-    assert not steps.repeats_known("$1,524", ["$ 1,824"])
-    # only answers carried forward count
-    held, guessed = _notes("q1", Q1, "Kelmor", ID1), _notes("q1", Q1, "Oskelby", ID1)
-    assert steps.known_answers([held, guessed], _get) == ["Kelmor"]
-
-
 def test_notes_schema_takes_the_answer_and_only_a_fetched_passage_for_it() -> None:
     schema = notes_model([ID1])
     ok = schema.model_validate(
@@ -189,15 +176,7 @@ def _answered(claim: str, ev_id: str, answer: str) -> dict[str, Any]:
     return {**notes((claim, [ev_id])), "answer": answer, "answer_id": ev_id}
 
 
-def _run(
-    app: Sourcebook,
-    task: str,
-    second: str,
-    writer: ScriptedLLM,
-    q2: str = Q,
-    limits: ResearchLimits = LIM,
-    again: tuple[str, ...] = (),
-) -> Any:
+def _run(app: Sourcebook, task: str, second: str, writer: ScriptedLLM, q2: str = Q) -> Any:
     born, river = pid_with(app, "was born in Kelmor"), pid_with(app, "flows through Kelmor")
     planner = ScriptedLLM([plan(("q1", Q1, []), ("q2", q2, ["q1"]))])
     researcher = ScriptedLLM(
@@ -207,10 +186,9 @@ def _run(
             _answered(BORN, born, "Kelmor"),
             act("fetch_evidence", evidence_id=river),
             _answered(RIVER, river, second),
-            *(_answered(RIVER, river, a) for a in again),  # asked once more
         ]
     )
-    out = app.research(Q, models=models(planner, researcher, writer), task=task, limits=limits)
+    out = app.research(Q, models=models(planner, researcher, writer), task=task, limits=LIM)
     assert researcher.pending == 0 and writer.pending == 0
     return out, researcher
 
@@ -273,50 +251,3 @@ def test_a_run_whose_last_step_answer_its_passage_lacks_answers_in_one_call(
     events = steps_app.task_log().events("steps-fallback")
     result = next(e.payload for e in events if e.key.startswith("step_answers@"))
     assert result["answer"] == "" and result["why_not"] == "no chain of answered steps"
-
-
-def test_a_step_repeating_the_answer_it_builds_on_is_asked_again(steps_app: Sourcebook) -> None:
-    writer = ScriptedLLM(["Kelmor lies in a wide valley [E1]."])  # the body only: no answer call
-    # the second step's passage holds "Kelmor", but Kelmor is what the step asks about
-    out, researcher = _run(steps_app, "steps-again", "Kelmor", writer, again=("the Dravin River",))
-    assert out.markdown.splitlines()[0] == "**Answer:** the Dravin River [1]."
-    told = researcher.history[-1].messages
-    # the same conversation, told what was wrong and what the step asks
-    assert [m.role for m in told[-3:]] == ["user", "assistant", "user"]
-    assert (
-        '"Kelmor"' in told[-2].content
-        and '"Kelmor" is what an earlier step found' in told[-1].content
-    )
-    assert Q in told[-1].content
-    events = steps_app.task_log().events("steps-again")
-    assert not any(e.key.startswith("step_repeats/") for e in events)
-
-
-def test_a_last_step_repeating_the_answer_it_builds_on_twice_is_no_answer(
-    steps_app: Sourcebook,
-) -> None:
-    short = {
-        "steps": [],
-        "calculation": "",
-        "answer": "the Dravin River",
-        "labels": ["E2"],
-        "answered": True,
-    }
-    writer = ScriptedLLM([short, "Kelmor lies in a wide valley [E1]."])
-    out, _ = _run(steps_app, "steps-repeat", "Kelmor", writer, again=("kelmor",))
-    # the answer line comes from one call over what was read, not from the steps
-    assert out.markdown.splitlines()[0].startswith("**Answer:** the Dravin River [")
-    events = steps_app.task_log().events("steps-repeat")
-    dropped = next(e.payload for e in events if e.key.startswith("step_repeats/"))
-    assert dropped["dropped"] == {"q2": "Kelmor"}
-    result = next(e.payload for e in events if e.key.startswith("step_answers@"))
-    assert result["answer"] == ""
-
-
-def test_with_step_repeats_off_the_repeated_answer_is_the_answer(steps_app: Sourcebook) -> None:
-    writer = ScriptedLLM(["Kelmor lies in a wide valley [E1]."])  # the body only: no answer call
-    limits = LIM.model_copy(update={"stages_off": ["step_repeats"]})
-    out, _ = _run(steps_app, "steps-repeat-off", "Kelmor", writer, limits=limits)  # not asked again
-    assert out.markdown.splitlines()[0].startswith("**Answer:** Kelmor [")
-    events = steps_app.task_log().events("steps-repeat-off")
-    assert not any(e.key.startswith("step_repeats/") for e in events)

@@ -17,7 +17,6 @@ from core.research.context import RunContext
 
 #: name -> what the stage does, in run order.
 STAGES: dict[str, str] = {
-    "step_repeats": "ask a step again, then drop its answer, if it repeats one it builds on",
     "step_answers": "answer a chain of plan steps with its last step's answer, each step cited",
     "short_answer": "open the report with a short answer worked hop by hop (one model call)",
     "body": "under a short answer, the writer's prose (one model call; off: answer and chain)",

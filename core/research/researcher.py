@@ -16,7 +16,6 @@ The notes' findings may cite only ids this worker fetched completely (an enum bu
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -24,7 +23,6 @@ from typing import Any
 from core.errors import ModelError
 from core.research.context import RunContext, invalid_output
 from core.research.line_items import line_item_query
-from core.research.pipeline import stage_on
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
 from core.research.schemas import (
     Finding,
@@ -33,9 +31,7 @@ from core.research.schemas import (
     ToolResult,
     notes_model,
 )
-from core.research.steps import repeats_known
 from core.research.words import fold, title_named
-from models.llm import ChatMessage
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +56,6 @@ class Worker:
         focus: str = "",
         read_before: Sequence[str] = (),
         known: Sequence[str] = (),
-        known_answers: Sequence[str] = (),
     ) -> None:
         self.ctx = ctx
         self.q = query
@@ -87,7 +82,6 @@ class Worker:
         self.read_texts: list[str] = []  # folded texts of every passage this worker read
         self.titles: dict[str, str] = {}  # id -> title (of the hits ranked so far)
         self.answers_before = list(known)  # "question -> answer" of the steps it builds on
-        self.known_answers = list(known_answers)  # their answers alone
 
     # ------------------------------------------------------------------ loop
 
@@ -448,8 +442,6 @@ class Worker:
                 "researcher", f"{self.prefix}/notes", msgs, schema, max_tokens=budget
             )
             data = out.model_dump()
-            if repeats_known(data["answer"], self.known_answers) and stage_on(ctx, "step_repeats"):
-                data = self._answer_again(msgs, out.model_dump_json(), schema, budget) or data
             notes.findings = [
                 Finding(claim=f["claim"], evidence_ids=list(f["evidence_ids"]))
                 for f in data["findings"]
@@ -471,34 +463,6 @@ class Worker:
                     )
         return notes
 
-    def _answer_again(
-        self, msgs: list[ChatMessage], said: str, schema: Any, budget: int
-    ) -> dict[str, Any] | None:
-        """The notes asked for once more, told that their answer is one the step builds on
-        (the conversation goes on: the passages are read once); None when the answer still
-        repeats one, or the call fails."""
-        answer = json.loads(said)["answer"]
-        told = (
-            f'Your answer "{answer}" is what an earlier step found. This question asks for '
-            f"something else about it: {self.q.query} Write the notes again with the words a "
-            "passage states for that, or leave answer empty if no passage states it."
-        )
-        again = [
-            *msgs,
-            ChatMessage(role="assistant", content=said),
-            ChatMessage(role="user", content=told),
-        ]
-        try:
-            out, _ = self.ctx.model_json(
-                "researcher", f"{self.prefix}/notes/again", again, schema, max_tokens=budget
-            )
-        except ModelError as exc:
-            if not invalid_output(exc):
-                raise
-            return None
-        data = out.model_dump()
-        return None if repeats_known(data["answer"], self.known_answers) else data
-
 
 def run_worker(
     ctx: RunContext,
@@ -509,7 +473,6 @@ def run_worker(
     focus: str = "",
     read_before: Sequence[str] = (),
     known: Sequence[str] = (),
-    known_answers: Sequence[str] = (),
 ) -> ResearchNotes:
     """Run one worker; a completed worker of an earlier run is reused, its fetches redone.
 
@@ -518,14 +481,11 @@ def run_worker(
     this query and in those findings (:func:`core.research.words.focus_terms`), searched next;
     ``read_before`` the passages their findings cite, read last (:meth:`Worker._tier`);
     ``known`` their answers ("question -> answer"), shown with the notes' passages so the
-    query's own answer can be read from them; ``known_answers`` those answers alone (an
-    answer repeating one is asked for again, stage ``step_repeats``)."""
+    query's own answer can be read from them."""
 
     def work() -> ResearchNotes:
         ctx.emit("worker", worker=query.id, text=f"researching: {query.query}")
-        return Worker(
-            ctx, query, prefix, context, bridge, focus, read_before, known, known_answers
-        ).run()
+        return Worker(ctx, query, prefix, context, bridge, focus, read_before, known).run()
 
     notes, reused = ctx.log.step(
         ctx.task,

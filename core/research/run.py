@@ -418,7 +418,6 @@ def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: RunSta
                 focus_for(q),
                 carried(q),
                 steps.known_lines(deps(q), ctx.fetched.get),
-                steps.known_answers(deps(q), ctx.fetched.get),
             )
             for q in batch
         }
@@ -442,31 +441,3 @@ def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: RunSta
                 )
         if stop is not None:
             raise stop
-    if stage_on(ctx, "step_repeats"):
-        _drop_repeated_answers(ctx, batch, rnd, st)
-
-
-def _drop_repeated_answers(
-    ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: RunState
-) -> None:
-    """A step of ``batch`` still answering with an answer it builds on once asked again
-    (:func:`core.research.steps.repeats_known`) has no answer of its own: it is not carried
-    into later steps, and the answer line comes from one call over everything read instead of
-    from the steps."""
-    dropped: dict[str, str] = {}
-    for q in batch:
-        n = st.notes.get(q.id)
-        deps = [st.notes[d] for d in q.depends_on if d in st.notes]
-        if n is not None and steps.repeats_known(n.answer, [d.answer for d in deps]):
-            dropped[q.id] = n.answer
-            st.notes[q.id] = n.model_copy(
-                update={"answer": "", "answer_id": "", "sufficient": False}
-            )
-    if dropped:
-        ctx.log.append(
-            ctx.task,
-            ctx.run,
-            "stage_result",
-            f"step_repeats/r{rnd}@{ctx.run}",
-            {"changed": True, "dropped": dropped},
-        )

@@ -17,7 +17,7 @@ Pure functions of the plan, the notes and the fetched passages: no model, no I/O
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from core.library import Evidence
@@ -29,7 +29,6 @@ from core.research.schemas import (
     ResearchPlan,
     ResearchQuery,
 )
-from core.research.words import fold
 from core.text import sentence_ranges
 
 GetFn = Callable[[str], Evidence | None]
@@ -55,25 +54,6 @@ def held(notes: ResearchNotes, get: GetFn) -> bool:
         return False
     ev = get(notes.answer_id)
     return ev is not None and not terms_missing(_terms(notes.answer), cited_text(ev))
-
-
-def _answer_key(answer: str) -> str:
-    # "$ 1,824" and "$1,824", "Tarsk Mills" and "tarsk mills." name one answer
-    return " ".join(re.findall(r"\w+", fold(answer)))
-
-
-def repeats_known(answer: str, known: Sequence[str]) -> bool:
-    """Whether a step that builds on others answers with one of their answers (``known``).
-    The step asks a further fact about what they found (the river of the town found, the
-    other year of the figure found): what they found is its subject or its neighbour, not its
-    answer. A small model shown the earlier answers often copies one instead of reading."""
-    mine = _answer_key(answer)
-    return bool(mine) and any(_answer_key(k) == mine for k in known)
-
-
-def known_answers(deps: list[ResearchNotes], get: GetFn) -> list[str]:
-    """The answers of the steps in ``deps`` that are carried forward (:func:`held`)."""
-    return [n.answer for n in deps if held(n, get)]
 
 
 def known_lines(deps: list[ResearchNotes], get: GetFn) -> list[str]:
