@@ -157,16 +157,12 @@ def without_prompt_echo(draft: str, question: str = "") -> str:
     first sentence, it may open by copying the question instead: a reader (and the answer
     check) would take that line for the answer."""
     out = _ECHOED_BLOCK.sub("", draft)
-    asked = _words_of(question.removeprefix("Question:"))
+    asked = _key(question.removeprefix("Question:"))
     if asked:
         lines = out.splitlines()
-        kept = [ln for ln in lines if _words_of(ln.strip().removeprefix("Question:")) != asked]
+        kept = [ln for ln in lines if _key(ln.strip().removeprefix("Question:")) != asked]
         out = "\n".join(kept) if len(kept) < len(lines) else out
     return re.sub(r"\n{3,}", "\n\n", out).strip() if out != draft else draft
-
-
-def _words_of(text: str) -> str:
-    return " ".join(re.findall(r"\w+", text.casefold()))
 
 
 def echo_started(text: str) -> int | None:
