@@ -375,6 +375,21 @@ def test_an_answer_still_unsupported_cites_the_shown_passages_that_hold_it(
     assert not any("Ellen" in f.reason for f in report.flagged_claims)
 
 
+def test_an_answer_cites_its_first_label_and_only_those_after_it_that_state_it(
+    research_app: Sourcebook,
+) -> None:
+    # the model fills its labels: the dredging passage says nothing of the founder
+    writer = ScriptedLLM([short("Mayor Ellen Park", ["E1", "E2"]), "It was founded in 1921 [E1]."])
+    report, founded, _ = _run_two_passages(research_app, "short-first-label", writer)
+    assert report.markdown.startswith("**Answer:** Mayor Ellen Park [1].")
+    assert [c.evidence_id for c in report.citations] == [founded]
+    # a later label whose passage states the answer stays, after the first
+    writer = ScriptedLLM([short("Mayor Ellen Park", ["E2", "E1"]), "It was founded in 1921 [E1]."])
+    report, founded, dredging = _run_two_passages(research_app, "short-later-label", writer)
+    assert report.markdown.startswith("**Answer:** Mayor Ellen Park [")
+    assert {c.evidence_id for c in report.citations} == {founded, dredging}
+
+
 def test_an_answer_citing_nothing_cites_the_shown_passages_that_hold_it(
     research_app: Sourcebook,
 ) -> None:

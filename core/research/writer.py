@@ -437,6 +437,9 @@ def _answer_line(
     """(the answer line or "", its labels, the names and figures it asserts that its cited
     passages lack, leaving out those the question itself holds)."""
     cites = list(dict.fromkeys(data["labels"]))
+    if len(cites) > 1:  # a label after the first stays only if its passage states the answer
+        holding = set(_holders(answer, question, shown, labels))
+        cites = cites[:1] + [c for c in cites[1:] if c in holding]
     if not cites:  # the steps' labels stand in when the answer itself cites none
         cites = list(dict.fromkeys(s["label"] for s in data["steps"] if s["label"]))[-2:]
     if not cites:  # else the passages shown that hold it: the checks then judge it as any
