@@ -357,9 +357,9 @@ def short_answer(
         # Still unsupported by its own labels: cite first the passages shown to the model that
         # hold all it names, when there are any. The 1.5B gave the right country of an author's
         # citizenship citing passages about somebody else, while the passage naming the author
-        # and his nationality was shown beside them. Its own labels stay after them: they are
-        # often the hops that led there (replacing them cut one question's citation recall
-        # from .75 to .25).
+        # and his nationality was shown beside them. Its own first label stays after them: it
+        # is often a hop that led there (replacing the labels cut one question's citation
+        # recall from .75 to .25).
         holders = _holders(answer, question, shown, labels)
         if holders:
             line = _line(answer, list(dict.fromkeys([*holders[:ANSWER_HOLDERS], *cites])))
