@@ -457,11 +457,13 @@ def _holders(
     """The labels of the passages shown that hold every name and figure ``answer`` asserts
     (none when it asserts none: "yes" is held by no passage in particular)."""
     asserted = _asserted(answer, question)
+    if not asserted:
+        return []
     by_id = {v: k for k, v in labels.items()}
     return [
         by_id[ev.evidence_id]
         for ev in shown
-        if asserted and ev.evidence_id in by_id and not terms_missing(asserted, cited_text(ev))
+        if ev.evidence_id in by_id and not terms_missing(asserted, cited_text(ev))
     ]
 
 
