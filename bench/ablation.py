@@ -13,8 +13,6 @@ With ``--replay-from citations`` the drafts are reused too (``--replay-from`` of
 eval``): every stage's code runs again on the logged model outputs and only the checks' model
 calls run anew, seconds a question; ``short_answer`` and ``body`` are then left out (switching
 either off changes what the writer writes, which only a replay from the writing measures).
-``carry_answers`` is never replayed: it changes the research a replay reuses, so only fresh
-runs (``sourcebook eval --off carry_answers``) measure it.
 
 Prints a table and saves ``bench/results/ablation_<dataset>.json`` (figures and question ids
 only: nothing of the benchmark's text). Usage:
@@ -40,8 +38,6 @@ from core.research.pipeline import STAGES  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WRITING_STAGES = ("short_answer", "body")  # measured only by a replay from the writing
-# A replay reuses the logged research these change: measured by fresh runs (eval --off NAME).
-RESEARCH_STAGES = ("carry_answers",)
 FIGURES = (
     "f1_first",
     "citation_precision",
@@ -141,7 +137,7 @@ def main() -> int:
     p.add_argument("--only", action="append", default=[], help="Only this question id.")
     p.add_argument("--replay-from", choices=["writing", "citations"], default="writing")
     args = p.parse_args()
-    stages = ["none", *(s for s in args.stage or STAGES if s not in RESEARCH_STAGES)]
+    stages = ["none", *(args.stage or STAGES)]
     if args.replay_from == "citations":
         stages = [s for s in stages if s not in WRITING_STAGES]
     rows: dict[str, Any] = {}

@@ -19,7 +19,6 @@ from core.research.schemas import (
     ResearchLimits,
     ResearchNotes,
     ResearchPlan,
-    ResearchQuery,
     notes_model,
 )
 from core.service import Sourcebook
@@ -155,50 +154,6 @@ def test_a_step_written_as_hash_q1_takes_that_steps_answer_or_else_its_question(
     assert steps.resolve(step.queries[0], held, _get) is step.queries[0]
 
 
-def _dep(query: str, *deps: str) -> ResearchQuery:
-    return ResearchQuery(id="q2", query=query, depends_on=list(deps))
-
-
-def test_a_step_asks_about_the_name_the_step_it_builds_on_found() -> None:
-    founder = {"q1": _notes("q1", "Who was the miller of the Kelmor mill?", "Tomas Varga", ID1)}
-    step = _dep("Where was the miller of the Kelmor mill born?", "q1")
-    assert steps.carry(step, founder, _get).query == "Where was Tomas Varga born?"
-    town = {"q1": _notes("q1", "Which town was Tomas Varga born in?", "Kelmor", ID1)}
-    step = _dep("Which river flows through that town?", "q1")
-    assert steps.carry(step, town, _get).query == "Which river flows through Kelmor?"
-    # the step's own answer is not a line to copy from any more: its question names it
-    assert steps.known_lines(list(town.values()), _get, "Which river flows through Kelmor?") == []
-    assert steps.known_lines(list(town.values()), _get, "Which river flows by Kelmoran?") != []
-
-
-@pytest.mark.parametrize(
-    ("asked", "answer", "step"),
-    [
-        # the answer is not in its passage
-        ("Which town was Tomas Varga born in?", "Oskelby", "Which river flows through that town?"),
-        # a figure is no name to ask about
-        ("What year was Tomas Varga born in?", "1931", "What happened in that year?"),
-        # "the name of the Dravin River" describes nothing the answer names anew
-        ("What is the name of the Dravin River?", "Kelmor", "Where does the Dravin River rise?"),
-        # "What are ..." asks what a kind of thing is, not for one of them
-        ("What are the mills of Kelmor?", "Kelmor", "Who owned the mills of Kelmor?"),
-        # the same question asked twice
-        ("Who was the miller of Kelmor?", "Tomas Varga", "Who was the miller of Kelmor?"),
-    ],
-)
-def test_a_step_keeps_its_words_when_there_is_no_name_to_write_in(
-    asked: str, answer: str, step: str
-) -> None:
-    q = _dep(step, "q1")
-    assert steps.carry(q, {"q1": _notes("q1", asked, answer, ID1)}, _get) is q
-
-
-def test_only_a_step_the_query_depends_on_is_written_in() -> None:
-    town = {"q1": _notes("q1", "Which town was Tomas Varga born in?", "Kelmor", ID1)}
-    q = _dep("Which river flows through that town?")
-    assert steps.carry(q, town, _get) is q
-
-
 # ----------------------------------------------------------------------------- whole runs
 
 
@@ -221,17 +176,9 @@ def _answered(claim: str, ev_id: str, answer: str) -> dict[str, Any]:
     return {**notes((claim, [ev_id])), "answer": answer, "answer_id": ev_id}
 
 
-def _run(
-    app: Sourcebook,
-    task: str,
-    second: str,
-    writer: ScriptedLLM,
-    q2: str = Q,
-    q1: str = Q1,
-    limits: ResearchLimits = LIM,
-) -> Any:
+def _run(app: Sourcebook, task: str, second: str, writer: ScriptedLLM, q2: str = Q) -> Any:
     born, river = pid_with(app, "was born in Kelmor"), pid_with(app, "flows through Kelmor")
-    planner = ScriptedLLM([plan(("q1", q1, []), ("q2", q2, ["q1"]))])
+    planner = ScriptedLLM([plan(("q1", Q1, []), ("q2", q2, ["q1"]))])
     researcher = ScriptedLLM(
         [
             act("fetch_evidence", evidence_id=born),
@@ -241,7 +188,7 @@ def _run(
             _answered(RIVER, river, second),
         ]
     )
-    out = app.research(Q, models=models(planner, researcher, writer), task=task, limits=limits)
+    out = app.research(Q, models=models(planner, researcher, writer), task=task, limits=LIM)
     assert researcher.pending == 0 and writer.pending == 0
     return out, researcher
 
@@ -285,47 +232,6 @@ def test_a_run_asks_a_hash_q1_step_with_the_answer_it_stands_for(steps_app: Sour
     assert (
         "Question: Which river flows through Kelmor?" in researcher.history[-1].messages[-1].content
     )
-
-
-@pytest.mark.parametrize("on", [True, False])
-def test_a_run_asks_the_next_step_about_what_the_step_before_found(
-    steps_app: Sourcebook, on: bool
-) -> None:
-    writer = ScriptedLLM(["Kelmor lies in a wide valley [E1]."])
-    off = [] if on else ["carry_answers"]
-    q1 = "Which town was Tomas Varga born in?"
-    task = f"steps-carry-{on}"
-    _, researcher = _run(
-        steps_app,
-        task,
-        "the Dravin River",
-        writer,
-        q2="Which river flows through that town?",
-        q1=q1,
-        limits=LIM.model_copy(update={"stages_off": off}),
-    )
-    prompt = researcher.history[-1].messages[-1].content
-    events = steps_app.task_log().events(task)
-    searches = [
-        e.payload["args"]["query"]
-        for e in events
-        if e.kind == "tool_call" and e.payload["tool"] == "discover_evidence"
-    ]
-    logged = [e.payload for e in events if e.key.startswith("carry_answers/")]
-    if on:
-        assert "Question: Which river flows through Kelmor?" in prompt
-        assert "Known from earlier steps" not in prompt
-        assert any(s.startswith("Which river flows through Kelmor?") for s in searches)
-        assert logged == [
-            {
-                "before": "Which river flows through that town?",
-                "after": "Which river flows through Kelmor?",
-            }
-        ]
-    else:
-        assert "Question: Which river flows through that town?" in prompt
-        assert f"Known from earlier steps:\n- {q1} -> Kelmor" in prompt
-        assert logged == []
 
 
 def test_a_run_whose_last_step_answer_its_passage_lacks_answers_in_one_call(

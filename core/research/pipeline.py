@@ -1,5 +1,4 @@
-"""The optional stages of a run after its plan, by name, in the order they run: one in the
-research (``carry_answers``), the others between the research and the report.
+"""The optional stages between the writer's draft and the report, by name, in the order they run.
 
 Each can be switched off (``ResearchLimits.stages_off``; the settings' ``research.stages_off``;
 ``sourcebook eval --off NAME``), so each can be measured on its own (``bench/ablation.py``); a
@@ -18,7 +17,6 @@ from core.research.context import RunContext
 
 #: name -> what the stage does, in run order.
 STAGES: dict[str, str] = {
-    "carry_answers": "ask a step about the name a step it builds on found, written in",
     "step_answers": "answer a chain of plan steps with its last step's answer, each step cited",
     "short_answer": "open the report with a short answer worked hop by hop (one model call)",
     "body": "under a short answer, the writer's prose (one model call; off: answer and chain)",

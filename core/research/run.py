@@ -32,7 +32,7 @@ from core.research.citations import (
     cite_quotations,
 )
 from core.research.context import EventFn, RunContext, StopSignal
-from core.research.pipeline import apply, record, stage_on
+from core.research.pipeline import apply, stage_on
 from core.research.researcher import run_worker
 from core.research.schemas import (
     Boundary,
@@ -377,12 +377,6 @@ def _seeded(ctx: RunContext, seed: ResearchNotes) -> ResearchNotes:
 
 def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: RunState) -> None:
     batch = [steps.resolve(q, st.notes, ctx.fetched.get) for q in batch]  # "#q1" -> its answer
-    if stage_on(ctx, "carry_answers"):
-        carried_batch = [steps.carry(q, st.notes, ctx.fetched.get) for q in batch]
-        for was, now in zip(batch, carried_batch, strict=True):
-            if now is not was:
-                record(ctx, f"carry_answers/{now.id}", {"before": was.query, "after": now.query})
-        batch = carried_batch
 
     # What a dependent query builds on: only the on-topic findings of the queries it depends
     # on (a neighbour's finding about another river steers the next query's searches to rivers
@@ -423,7 +417,7 @@ def _run_batch(ctx: RunContext, batch: list[ResearchQuery], rnd: int, st: RunSta
                 bridge_for(q),
                 focus_for(q),
                 carried(q),
-                steps.known_lines(deps(q), ctx.fetched.get, q.query),
+                steps.known_lines(deps(q), ctx.fetched.get),
             )
             for q in batch
         }

@@ -4,9 +4,8 @@ passages, the report's answer the last step's (self-ask / IRCoT style).
 The plan splits such a question into queries, a query that needs another's answer depending on
 it. Each worker's notes end with its query's own answer and the one passage stating it
 (:mod:`core.research.researcher`); a dependent worker searches with the answers it builds on,
-written into its query where the plan says "#q1" (:func:`resolve`) or where the query repeats
-what a step asked about (:func:`carry`), and reads its passages with them in view
-(:func:`known_lines`). The answer line is then the last
+written into its query where the plan says "#q1" (:func:`resolve`), and reads its passages with
+them in view (:func:`known_lines`). The answer line is then the last
 step's answer, and the chain under it (:mod:`core.research.chain`) is the steps that lead there,
 each one sentence of its own passage stating that step's answer: every link is shown and checked
 on its one passage. One call over everything read, the alternative, has to join the passages
@@ -30,7 +29,7 @@ from core.research.schemas import (
     ResearchPlan,
     ResearchQuery,
 )
-from core.text import STOP_WORDS, sentence_ranges
+from core.text import sentence_ranges
 
 GetFn = Callable[[str], Evidence | None]
 
@@ -57,15 +56,9 @@ def held(notes: ResearchNotes, get: GetFn) -> bool:
     return ev is not None and not terms_missing(_terms(notes.answer), cited_text(ev))
 
 
-def known_lines(deps: list[ResearchNotes], get: GetFn, query: str = "") -> list[str]:
-    """ "query -> answer" for each step in ``deps`` whose answer is held by its passage and
-    not already written in ``query`` (a line that only repeats the question's own name is one
-    more thing for a small model to copy as the answer)."""
-    return [
-        f"{n.query} -> {n.answer}"
-        for n in deps
-        if held(n, get) and not re.search(rf"(?<!\w){re.escape(n.answer)}(?!\w)", query, re.I)
-    ]
+def known_lines(deps: list[ResearchNotes], get: GetFn) -> list[str]:
+    """ "query -> answer" for each step in ``deps`` whose answer is held by its passage."""
+    return [f"{n.query} -> {n.answer}" for n in deps if held(n, get)]
 
 
 def resolve(q: ResearchQuery, deps: Mapping[str, ResearchNotes], get: GetFn) -> ResearchQuery:
@@ -80,48 +73,6 @@ def resolve(q: ResearchQuery, deps: Mapping[str, ResearchNotes], get: GetFn) -> 
         return n.answer if held(n, get) else f"({n.query.rstrip('?. ')})"
 
     text = STEP_REF.sub(fill, q.query)
-    return q if text == q.query else q.model_copy(update={"query": text[:300]})
-
-
-# "Who was the miller of X?": the step names who "the miller of X" is. The phrase starts
-# with an article and a lower-case word: "What is the name of Lake Y?" names nothing new.
-_DESCRIBES = re.compile(
-    r"^(?i:who|what|which)\s+(?i:is|was)\s+(?:(?i:the\s+name\s+of)\s+)?"
-    r"(?P<phrase>(?i:the|a|an)\s+[a-z][^?]*?)\s*\??$"
-)
-# "Which town was X born in?": a later "that town" is the one it found.
-_ASKS_KIND = re.compile(r"^(?i:what|which)\s+(?P<kind>[a-z]+)\s+(?P<verb>[a-z]+)\b")
-# A name to write into a question: capitalised (after an optional "the"), short, no figure (a
-# figure answers "how much", and "What is 7.8 billion compared to ..." asks nothing).
-_NAME = re.compile(r"(?:[Tt]he\s+)?[A-Z][^\d?!;\n]{0,59}")
-
-
-def carry(q: ResearchQuery, deps: Mapping[str, ResearchNotes], get: GetFn) -> ResearchQuery:
-    """``q`` asking about what the steps it depends on found (self-ask): where ``q`` repeats
-    the phrase a step it depends on asked about ("Where was the miller of X born?" after "Who
-    was the miller of X?") or points back to its kind ("the rivers of that town" after "Which
-    town ..."), that step's answer is written in instead, when the
-    answer is a name its passage holds. The worker then searches for the thing itself and
-    reads its passages with one subject in view."""
-    text = q.query
-    for dep_id in q.depends_on:
-        n = deps.get(dep_id)
-        if n is None or not _NAME.fullmatch(n.answer.strip()) or not held(n, get):
-            continue
-        asked = n.query.strip()
-        if " ".join(asked.split()).casefold() == " ".join(text.split()).casefold():
-            continue  # the same question asked twice: nothing to write in
-        answer = n.answer.strip()
-        m = _DESCRIBES.match(asked)
-        kind = _ASKS_KIND.match(asked)
-        found = None
-        if m and len(m.group("phrase").split()) >= 2:
-            found = re.search(re.escape(m.group("phrase")), text, re.I)
-        # "What town is ...": a noun, then a function word ("What is ..." asks no kind)
-        elif kind and kind["kind"].lower() not in STOP_WORDS and kind["verb"] in STOP_WORDS:
-            found = re.search(rf"\b(?:that|this|the same)\s+{kind['kind']}\b", text, re.I)
-        if found:
-            text = text[: found.start()] + answer + text[found.end() :]
     return q if text == q.query else q.model_copy(update={"query": text[:300]})
 
 
