@@ -152,6 +152,15 @@ class ResearchLimits(BaseModel):
         "this many (within its tool calls).",
     )
     writer_max_tokens: int = Field(900, ge=64)
+    prose_prompt_tokens: int = Field(
+        2048,
+        ge=0,
+        description="Under a short answer, the writer's prose is written only when its prompt "
+        "(the notes and every passage read) is at most this many tokens; past it, the body is "
+        "the notes a passage holds, as with notes_body (no call). The 1.5B reads ~110 prompt "
+        "tokens a second on a 2-core laptop, so 2,048 bounds the call near 20 s: a MuSiQue "
+        "question's paragraphs fit, a filing's tables mostly do not (0: no bound).",
+    )
     writer_sentences: int = Field(
         0,
         ge=0,

@@ -379,9 +379,15 @@ def test_with_the_body_off_the_answer_and_its_chain_are_the_report(chain_app: So
 JOINED = "The Dravin River was named by Tomas Varga."  # each passage holds part of it
 
 
-def _notes_body_run(app: Sourcebook, task: str, findings: list[tuple[str, str]]) -> Any:
-    """A run with ``notes_body`` on, its researcher noting ``findings`` (claim, the text of the
-    passage it cites) and JOINED; the writer scripted with the short answer alone."""
+def _notes_body_run(
+    app: Sourcebook,
+    task: str,
+    findings: list[tuple[str, str]],
+    limits: dict[str, Any] | None = None,
+) -> Any:
+    """A run with ``notes_body`` on (or ``limits``), its researcher noting ``findings`` (claim,
+    the text of the passage it cites) and JOINED; the writer scripted with the short answer
+    alone."""
     born, river = pid_with(app, "was born in Kelmor"), pid_with(app, "flows through Kelmor")
     noted = [(claim, [pid_with(app, text)]) for claim, text in findings]
     researcher = ScriptedLLM(
@@ -393,12 +399,12 @@ def _notes_body_run(app: Sourcebook, task: str, findings: list[tuple[str, str]])
         ]
     )
     writer = ScriptedLLM([_short(STEPS, "the Dravin River", ["E2"])])
-    limits = LIM.model_copy(update={"notes_body": True, "chain_support": False})
+    update = limits if limits is not None else {"notes_body": True}
     out = app.research(
         Q,
         models=models(ScriptedLLM([plan(("q1", Q, []))]), researcher, writer),
         task=task,
-        limits=limits,
+        limits=LIM.model_copy(update={**update, "chain_support": False}),
     )
     assert writer.pending == 0 and not any("Notes (data" in str(c.messages) for c in writer.history)
     return out
@@ -419,3 +425,14 @@ def test_a_notes_body_states_the_checked_findings_the_chain_does_not(chain_app: 
     assert JOINED.rstrip(".") not in again.markdown
     done = [e.payload for e in chain_app.task_log().events("notes-body-chain")]
     assert {"stated": 0, "unheld": 1, "repeated": 1} in done
+
+
+def test_past_its_prompt_bound_the_prose_gives_way_to_the_notes(chain_app: Sourcebook) -> None:
+    finding = "Tomas Varga was born in Kelmor in 1931."
+    assert LIM.prose_prompt_tokens and not LIM.notes_body  # the prose, while its prompt fits
+    bound = {"prose_prompt_tokens": 60}  # shorter than any writer's prompt
+    out = _notes_body_run(chain_app, "prose-bound", [(finding, "was born in Kelmor")], bound)
+    assert finding.rstrip(".") in out.markdown.split(CHAIN_HEAD)[1]  # no prose call was made
+    done = [e.payload for e in chain_app.task_log().events("prose-bound")]
+    body = [p for p in done if isinstance(p, dict) and p.get("prose") is False]
+    assert len(body) == 1 and body[0]["bound"] == 60 and body[0]["prompt_tokens"] > 60

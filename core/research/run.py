@@ -277,13 +277,16 @@ def _run(
         bare = bool(answer) and not stage_on(ctx, "body")  # the answer and its chain only
         draft = ""
         if not bare:
-            if answer and stage_on(ctx, "notes_body"):
+            prose = None
+            if not (answer and stage_on(ctx, "notes_body")):
+                prose = writer.write(
+                    ctx, req.question, st.plan, notes, evidence, labels, on_token, answer
+                )
+            if prose is None:  # asked for, or the prose's prompt was past its bound
                 draft = writer.notes_body(ctx, notes, answer)
                 bare = not draft  # nothing held beyond the answer: the answer and its chain
             else:
-                draft = writer.write(
-                    ctx, req.question, st.plan, notes, evidence, labels, on_token, answer
-                )
+                draft = prose
         draft = bracket_labels(draft, labels)
         by_id = {ev.evidence_id: ev.text for ev in evidence}
         quoted = {k: by_id[v] for k, v in labels.items()}

@@ -551,12 +551,16 @@ def write(
     labels: dict[str, str],
     on_token: Callable[[str], None] | None = None,
     answer: str = "",
-) -> str:
+) -> str | None:
     """Stream the draft; returns its Markdown (labels still in place). ``answer`` is the short
     answer line that opens the report (written before, by :func:`short_answer`); the writer
     then gives the support, reading the passages whole, or with ``writer_sentences`` set only
     that many sentences most like the question or a plan query (:func:`key_sentences`): a
-    prompt a quarter as long, but fresh runs cited fewer of the answer's passages."""
+    prompt a quarter as long, but fresh runs cited fewer of the answer's passages.
+
+    None, with no call, when there is an answer and the prompt is longer than
+    ``prose_prompt_tokens``: the caller then writes the body from the notes (:func:`notes_body`).
+    """
     llm = ctx.model("writer")
     by_id = {v: k for k, v in labels.items()}
 
@@ -587,6 +591,10 @@ def write(
         {"notes": "head", "evidence": "head"},
         answer_budget(llm, ctx.limits.writer_max_tokens),
     )
+    bound = ctx.limits.prose_prompt_tokens
+    if answer and bound and (used := llm.count_message_tokens(msgs)) > bound:
+        record(ctx, "body", {"prose": False, "prompt_tokens": used, "bound": bound})
+        return None
     text, _ = ctx.model_text(
         "writer",
         "write",
