@@ -73,6 +73,7 @@ def build_roles(
                 models_cache_dir=models_cache_dir(),
                 prompt_cache_mb=settings.prompt_cache_mb,
                 prompt_lookup_tokens=settings.prompt_lookup_tokens,
+                flash_attention=settings.flash_attention,
             ),
         )
 

@@ -108,6 +108,11 @@ class ModelSettings(BaseModel):
         "0.75-0.94x on logged research calls, bench/prompt_lookup.py) and it keeps logits for "
         "the whole context (~5 GB at 8,192 tokens), so 0: off.",
     )
+    flash_attention: bool = Field(
+        True,
+        description="llama.cpp: compute attention with its fused (flash) kernel: prompts read "
+        "~9% faster on 2 CPU cores (bench/llama_settings.py).",
+    )
     embedder_threads: int = Field(2, ge=1, description="CPU threads for the embedder.")
     embedder_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(
         "onnx-int8",

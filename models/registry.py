@@ -36,6 +36,7 @@ class BackendOptions(BaseModel):
     prompt_lookup_tokens: int = Field(
         default=0, ge=0, le=16, description="llama.cpp: prompt-lookup draft length (0: off)."
     )
+    flash_attention: bool = Field(default=True, description="llama.cpp: flash attention.")
     verbose: bool = False
 
 
@@ -104,6 +105,7 @@ def _llamacpp_factory(entry: ModelEntry, options: BackendOptions) -> LLM:
         verbose=options.verbose,
         prompt_cache_bytes=options.prompt_cache_mb << 20,
         prompt_lookup_tokens=options.prompt_lookup_tokens,
+        flash_attention=options.flash_attention,
         probe=functools.partial(check_runtime, cache_dir=options.models_cache_dir),
     )
 

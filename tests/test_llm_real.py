@@ -258,6 +258,44 @@ class Copy(BaseModel):
     sentence: str = Field(max_length=200)
 
 
+@pytest.mark.parametrize("flash", [True, False])
+def test_flash_attention_reaches_the_context_and_kept_states_still_continue(
+    fast_model_path: Path, flash: bool
+) -> None:
+    """The setting reaches llama.cpp's context, and a second call that begins like the first
+    continues from its kept state under either attention kernel (not always word for word: the
+    prompt's last token is then read alone, not in a batch, which may move a late token)."""
+    import llama_cpp
+
+    llm = LlamaCppLLM(
+        fast_model_path,
+        n_ctx=2048,
+        n_threads=2,
+        seed=7,
+        prompt_cache_bytes=64 << 20,
+        flash_attention=flash,
+    )
+    try:
+        llm.load()
+        want = (
+            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+            if flash
+            else (llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
+        )
+        assert llm._llama.context_params.flash_attn_type == want
+        msgs = [
+            ChatMessage(role="system", content="You copy sentences exactly."),
+            ChatMessage(role="user", content="Copy: Tarsk Mills stands on the Dravin River."),
+        ]
+        first = llm.complete_json(msgs, Copy, max_tokens=60)
+        assert first.sentence
+        kept = llm._llama.cache
+        assert len(kept.cache_state) == 1  # the state after the call was kept
+        assert llm.complete_json(msgs, Copy, max_tokens=60).sentence  # continued from it
+    finally:
+        llm.close()
+
+
 def test_prompt_lookup_drafts_from_the_prompt_and_keeps_output_valid(
     fast_model_path: Path,
 ) -> None:
