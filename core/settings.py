@@ -109,9 +109,11 @@ class ModelSettings(BaseModel):
         "the whole context (~5 GB at 8,192 tokens), so 0: off.",
     )
     flash_attention: bool = Field(
-        True,
+        False,
         description="llama.cpp: compute attention with its fused (flash) kernel: prompts read "
-        "~9% faster on 2 CPU cores (bench/llama_settings.py).",
+        "2-6% faster on 2 CPU cores (bench/llama_settings.py) but whole research runs only a "
+        "few per cent, and its other rounding changes the model's greedy outputs (a fresh "
+        "MuSiQue dev run: F1 first .30 against .46), so off.",
     )
     embedder_threads: int = Field(2, ge=1, description="CPU threads for the embedder.")
     embedder_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(

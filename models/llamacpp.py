@@ -190,7 +190,7 @@ class LlamaCppLLM(BaseLLM):
         verbose: bool = False,
         prompt_cache_bytes: int = 0,
         prompt_lookup_tokens: int = 0,
-        flash_attention: bool = True,
+        flash_attention: bool = False,
         probe: Callable[[Path], object] | None = check_runtime,
     ) -> None:
         """``prepare``, if given, runs once on the worker before loading and returns the file to
@@ -212,11 +212,10 @@ class LlamaCppLLM(BaseLLM):
         draft in one batch: output that copies the passages is written several tokens a step.
         The model still chooses every token (bench/prompt_lookup.py compares outputs).
 
-        ``flash_attention`` computes attention in llama.cpp's fused kernel, which reads a prompt
-        ~9% faster on these CPUs (1.5B, 2 cores: 108 against 100 tokens/s at 800 tokens, 103
-        against 94 at 1,600; writing unchanged at ~27-30 tokens/s); llama-cpp-python turns it
-        off unless asked. The results are the same attention computed in another order, so a
-        greedy output may differ in a late token, as between two builds."""
+        ``flash_attention`` computes attention in llama.cpp's fused kernel (llama-cpp-python
+        turns it off unless asked): prompts read 2-6% faster here (1.5B, 2 cores,
+        bench/llama_settings.py), writing no faster; in whole runs the gain was a few per cent,
+        and the kernel's other rounding changes greedy outputs, so it is off by default."""
         super().__init__(name or model_path.stem)
         self.model_path = model_path
         self._n_threads = n_threads

@@ -36,7 +36,7 @@ class BackendOptions(BaseModel):
     prompt_lookup_tokens: int = Field(
         default=0, ge=0, le=16, description="llama.cpp: prompt-lookup draft length (0: off)."
     )
-    flash_attention: bool = Field(default=True, description="llama.cpp: flash attention.")
+    flash_attention: bool = Field(default=False, description="llama.cpp: flash attention.")
     verbose: bool = False
 
 

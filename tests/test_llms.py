@@ -20,10 +20,10 @@ def test_roles_fall_back_to_the_default_and_share_one_instance() -> None:
     assert roles["writer"]._prompt_cache_bytes == 1024 << 20  # type: ignore[attr-defined]
     off = build_roles(ModelSettings(default="qwen2.5-coder-0.5b", prompt_cache_mb=0))
     assert off["writer"]._prompt_cache_bytes == 0  # type: ignore[attr-defined]
-    # flash attention: on by default, off when the settings say so
-    assert roles["writer"]._flash_attention is True  # type: ignore[attr-defined]
-    plain = build_roles(ModelSettings(default="qwen2.5-coder-0.5b", flash_attention=False))
-    assert plain["writer"]._flash_attention is False  # type: ignore[attr-defined]
+    # flash attention: off by default, on when the settings say so
+    assert roles["writer"]._flash_attention is False  # type: ignore[attr-defined]
+    flash = build_roles(ModelSettings(default="qwen2.5-coder-0.5b", flash_attention=True))
+    assert flash["writer"]._flash_attention is True  # type: ignore[attr-defined]
 
 
 @pytest.mark.usefixtures("fast_model_path")
