@@ -468,45 +468,6 @@ def test_a_sentence_keeps_the_citations_that_hold_what_it_says() -> None:
     assert narrow_citations(text, passages.get).startswith(f"**Answer:** Corran Falls [{a}].")
 
 
-def test_the_answer_line_keeps_the_citations_on_the_way_to_its_answer() -> None:
-    """The answer line keeps a passage that names its answer, or a name the question or the
-    chain goes through (a hop), and drops one naming neither."""
-    from core.research.citations import narrow_citations
-
-    mill, town, leader, actor = ("ev1:" + x * 16 for x in "abcd")
-    passages = {
-        mill: evidence(mill, "Tarsk Mills was founded by Tomas Varga of Kelmor."),
-        town: evidence(town, "Kelmor lies in Ostmark, on the Dravin River."),
-        leader: evidence(leader, "Ostmark was led by Edda Brannock from 1921."),
-        actor: evidence(actor, "Rolf Aster is an actor who holds two passports."),
-    }
-    question = "Who led the country where the founder of Tarsk Mills was born?"
-    chain = "- Tomas Varga was born in Kelmor, in Ostmark [x]."
-    line = f"**Answer:** Edda Brannock [{mill}][{town}][{actor}][{leader}]."
-    path = ["Tarsk", "Mills", "Tomas", "Varga", "Kelmor", "Ostmark"]
-    got = narrow_citations(f"{line}\n\n{chain}", passages.get, "**Answer:**", path)
-    assert got.startswith(f"**Answer:** Edda Brannock [{mill}][{town}][{leader}].")
-    # without the path (or when no citation would be left) the answer line keeps them all
-    assert narrow_citations(line, passages.get, "**Answer:**") == line
-    lone = f"**Answer:** Edda Brannock [{actor}]."
-    assert narrow_citations(lone, passages.get, "**Answer:**", path) == lone
-    # an answer naming nothing (a yes) is not narrowed
-    yes = f"**Answer:** Yes [{mill}][{actor}]."
-    assert narrow_citations(yes, passages.get, "**Answer:**", path) == yes
-
-
-def test_the_path_is_the_names_of_the_question_and_the_chain() -> None:
-    from core.research.checks import _path
-
-    text = (
-        "**Answer:** Edda Brannock [1].\n\n*How the sources lead there:*\n"
-        "- Tarsk Mills was founded by Tomas Varga [2].\n- Varga was born in Kelmor [3].\n\nBody."
-    )
-    path = _path("Who led the country where the founder of Tarsk Mills was born?", text)
-    assert {"Tarsk", "Mills", "Tomas", "Varga", "Kelmor"} <= set(path)
-    assert "Edda" not in path and "Body" not in path
-
-
 def test_a_sentence_naming_what_its_citations_lack_also_cites_a_fetched_passage_holding_it() -> (
     None
 ):

@@ -23,7 +23,6 @@ from core.research.citations import (
     citation_records,
     complete_citations,
     excerpt,
-    key_terms,
     mark_flagged,
     narrow_citations,
 )
@@ -115,9 +114,7 @@ def finish_draft(
         ctx,
         "narrow_citations",
         text,
-        lambda t: narrow_citations(
-            t, fetched_or_span, keep_lines=writer.ANSWER_MARK, path=_path(st.question, t)
-        ),
+        lambda t: narrow_citations(t, fetched_or_span, keep_lines=writer.ANSWER_MARK),
     )
     # passages the writer was shown first, then the rest the run fetched, as the checker allows
     citable = [i for i in [*labels.values(), *ctx.fetched.ids()] if checker.resolve(i)[0]]
@@ -192,13 +189,6 @@ def finish_draft(
         )
     st.markdown = body.rstrip() + "\n\n" + (sources_section(st.citations) if st.citations else "")
     st.status = _status(ctx, st, notes)
-
-
-def _path(question: str, markdown: str) -> list[str]:
-    """The names and figures the question and the answer's chain in ``markdown`` go through:
-    what a passage the answer line cites must name, if not the answer itself."""
-    lines = [question, *chain.chain_lines(markdown)]
-    return list(dict.fromkeys(t for line in lines for t in key_terms(line)))
 
 
 def check_draft(ctx: RunContext, question: str, draft: str, labels: dict[str, str]) -> Report:

@@ -328,48 +328,27 @@ def _rewrite_sentences(markdown: str, fn: Callable[[str, str], str | None]) -> s
 
 
 def narrow_citations(
-    markdown: str,
-    evidence: Callable[[str], Evidence | None],
-    keep_lines: str | None = None,
-    path: Collection[str] = (),
+    markdown: str, evidence: Callable[[str], Evidence | None], keep_lines: str | None = None
 ) -> str:
     """Each sentence citing several passages keeps only those that hold all the numbers, dates
     and names it asserts, when at least one does: a small writer cites three passages for a
     name one of them holds. A sentence no single passage backs keeps its citations (each may
-    hold a part: "$4.2 billion in 2022 and $3.9 billion in 2021").
-
-    Lines that start with ``keep_lines`` (the short answer line) cite the hops that lead to the
-    answer, not only the passage naming it: they keep each passage that holds all the answer
-    names or any name of ``path`` (the names the question and the answer's chain go through),
-    when one does, and drop the rest, which name nothing on the way to the answer (the 1.5B
-    cited a passage about a film star beside the one naming a country's leader). Without
-    ``path``, or for an answer naming nothing (a yes), they keep all their citations."""
-
-    def on_path(sentence: str, ids: list[str]) -> list[str]:
-        answer = key_terms(sentence)
-        if not path or not answer:
-            return ids
-        kept = []
-        for i in ids:
-            text = cited_text(ev) if (ev := evidence(i)) is not None else ""
-            names_one = len(terms_missing(list(path), text)) < len(path)
-            if names_one or not terms_missing(answer, text):
-                kept.append(i)
-        return kept
+    hold a part: "$4.2 billion in 2022 and $3.9 billion in 2021"), and so do lines that start
+    with ``keep_lines`` (the short answer line cites the hops that lead to the answer,
+    not only the passage naming it)."""
 
     def narrowed(sentence: str, line: str) -> str | None:
-        ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
         if keep_lines and line.lstrip().startswith(keep_lines):
-            held = on_path(sentence, ids)
-        else:
-            terms = key_terms(sentence)
-            if len(ids) < 2 or not terms:
-                return None
-            held = [
-                i
-                for i in ids
-                if (ev := evidence(i)) is not None and not terms_missing(terms, cited_text(ev))
-            ]
+            return None
+        ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
+        terms = key_terms(sentence)
+        if len(ids) < 2 or not terms:
+            return None
+        held = [
+            i
+            for i in ids
+            if (ev := evidence(i)) is not None and not terms_missing(terms, cited_text(ev))
+        ]
         if not held or len(held) == len(ids):
             return None
         dropped = "|".join(re.escape(f"[{i}]") for i in ids if i not in held)
