@@ -217,6 +217,23 @@ def test_a_worked_answer_stands_only_on_checked_links_stating_its_figures(
     assert not any(j.sentence.startswith(MARK) for j in judged)
 
 
+def test_an_answer_whose_passages_name_nothing_the_question_names_is_unanchored() -> None:
+    texts = {
+        ID1: evidence(ID1, "Tomas Varga was born in Kelmor in 1931."),
+        ID2: evidence(ID2, "The Dravin River flows through Kelmor to the sea."),
+    }
+    # the chain's first link cites the passage naming the question's person: anchored
+    assert chain.unanchored(report(), Q, texts.get, MARK) is None
+    # one link, from the river's passage alone: nothing ties the river to the person asked about
+    loose = f"{MARK} the Dravin River [{ID2}].\n\n{chain_block([(FACT2, ID2)])}"
+    flag = chain.unanchored(loose, Q, texts.get, MARK)
+    assert flag is not None and flag.sentence.startswith(MARK) and flag.evidence_ids == [ID2]
+    assert "Tomas" in flag.reason
+    # a question naming nothing cannot be tied to anything: no flag
+    assert chain.unanchored(loose, "which river is the longest?", texts.get, MARK) is None
+    assert chain.unanchored("No answer line [x].", Q, texts.get, MARK) is None
+
+
 # ----------------------------------------------------------------------------- whole runs
 
 
@@ -226,7 +243,7 @@ def chain_app(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterat
     app = Sourcebook(root / "home", embedder=embedder)
     notes_pdf = _pdf(
         root / "varga.pdf",
-        "Varga Notes",
+        "Regional Notes",
         [f"{FACT1} in 1931.", f"{FACT2} to the sea.", "Kelmor lies in a wide valley."],
     )
     assert not app.add([notes_pdf]).failed
@@ -325,7 +342,8 @@ def test_a_fact_cut_at_its_bound_is_no_link(chain_app: Sourcebook) -> None:
     # a small model copying its passage past the fact's bound: the cut fact states nothing whole
     copied = f"{FACT1} in 1931, " + " ".join(f"and parish record {n} says so" for n in range(8))
     steps = [{**STEPS[0], "fact": copied}, STEPS[1]]
-    off = LIM.model_copy(update={"chain_support": False})
+    # (answer_subject off: the one link left does not name the person the question asks about)
+    off = LIM.model_copy(update={"chain_support": False, "stages_off": ["answer_subject"]})
     out = _two_hop_run(
         chain_app,
         "chain-cut-fact",
@@ -436,3 +454,22 @@ def test_past_its_prompt_bound_the_prose_gives_way_to_the_notes(chain_app: Sourc
     done = [e.payload for e in chain_app.task_log().events("prose-bound")]
     body = [p for p in done if isinstance(p, dict) and p.get("prose") is False]
     assert len(body) == 1 and body[0]["bound"] == 60 and body[0]["prompt_tokens"] > 60
+
+
+def test_run_withholds_an_answer_its_passages_do_not_tie_to_the_question(
+    chain_app: Sourcebook,
+) -> None:
+    # one link, from the river's passage: the person the question names is in no cited passage;
+    # the answer line is flagged and not judged; the body sentence is judged "yes"
+    shorts = [_short([STEPS[1]], "the Dravin River", ["E2"])]
+    out = _two_hop_run(chain_app, "unanchored", ["yes"], shorts=shorts)
+    assert unverified(out.markdown.splitlines()[0])
+    assert out.status == "insufficient_evidence"
+    assert any("names what the question asks about" in f.reason for f in out.flagged_claims)
+    events = {e.key: e.payload for e in chain_app.task_log().events("unanchored")}
+    assert events["answer_subject@1"] == {"flagged": True}
+    # the stage off: the one link carries the answer, which is stated
+    off = LIM.model_copy(update={"stages_off": ["answer_subject"]})
+    out = _two_hop_run(chain_app, "unanchored-off", ["yes"], limits=off, shorts=shorts)
+    assert out.markdown.startswith("**Answer:** the Dravin River [")
+    assert out.status == "answered", out.status_reasons

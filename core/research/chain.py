@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
+from core.library import Evidence
 from core.research.arithmetic import calculations, sourced
-from core.research.citations import cited_sentences, key_terms, terms_missing
+from core.research.citations import cited_sentences, cited_text, key_terms, terms_missing
+from core.research.schemas import FlaggedClaim
 from core.text import STOP_WORDS, figures
 
 CHAIN_HEAD = "*How the sources lead there:*"
@@ -131,3 +133,41 @@ def traces(used: list[str], markdown: str, supported: Mapping[str, float]) -> fl
             return None
         weakest.append(max(stating))
     return min(weakest) if weakest else None
+
+
+def unanchored(
+    markdown: str, question: str, get: Callable[[str], Evidence | None], answer_mark: str
+) -> FlaggedClaim | None:
+    """The answer line, flagged, when the question names something (a name or a figure) and no
+    passage the answer line or its chain cites names any of it: nothing then ties the answer to
+    what the question asks about. A small model may answer from a lookalike passage (a mill
+    in another town than the one asked about, named in no passage it cites); each word of its
+    one link is then in that passage, and the support check, asked whether the passages show the
+    answer, may say yes. None when the question names nothing, or a cited passage names some
+    of it."""
+    asked = key_terms(question)
+    answer = next(
+        (
+            (s, ids)
+            for s, line, ids in cited_sentences(markdown)
+            if ids and line.lstrip().startswith(answer_mark)
+        ),
+        None,
+    )
+    if not asked or answer is None:
+        return None
+    cited = list(answer[1])
+    for line in chain_lines(markdown):
+        for _, _, ids in cited_sentences(line):
+            cited.extend(i for i in ids if i not in cited)
+    for ev_id in cited:
+        ev = get(ev_id)
+        if ev is not None and len(terms_missing(asked, cited_text(ev))) < len(asked):
+            return None
+    return FlaggedClaim(
+        sentence=answer[0],
+        evidence_ids=cited,
+        reason="no passage it or its chain cites names what the question asks about ("
+        + ", ".join(asked[:4])
+        + "), so nothing read ties the answer to it",
+    )

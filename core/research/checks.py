@@ -140,6 +140,10 @@ def finish_draft(
             assembled=assembled,
         )
         record(ctx, "claim_check", {"flagged": [excerpt(f.sentence) for f in st.flagged]})
+    if stage_on(ctx, "answer_subject"):
+        loose = chain.unanchored(text, st.question, fetched_or_span, writer.ANSWER_MARK)
+        st.flagged += [loose] if loose else []
+        record(ctx, "answer_subject", {"flagged": loose is not None})
     if stage_on(ctx, "support_check"):
         st.flagged += _support_flags(ctx, st, text, fetched_or_span)
     if stage_on(ctx, "answer_kind"):
