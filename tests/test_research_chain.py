@@ -338,6 +338,19 @@ def test_with_chain_support_off_the_answer_is_judged_whole(chain_app: Sourcebook
     assert CHAIN_HEAD_WITHHELD in out.markdown.splitlines()  # the links that stand are kept
 
 
+def test_a_fragment_is_no_link() -> None:
+    from core.research.writer import _links
+
+    steps = [
+        {"question": "q", "answer": "a", "fact": FACT1, "label": "E1"},
+        {"question": "q", "answer": "a", "fact": "Tarsk Mills Tarsk Mills (", "label": "E2"},
+        {"question": "q", "answer": "a", "fact": "Kelmor", "label": "E3"},
+        {"question": "q", "answer": "a", "fact": f"{FACT2} (to the sea)", "label": "E4"},
+        {"question": "q", "answer": "a", "fact": FACT2, "label": None},
+    ]
+    assert _links({"steps": steps}) == [(FACT1, "E1"), (f"{FACT2} (to the sea)", "E4")]
+
+
 def test_a_fact_cut_at_its_bound_is_no_link(chain_app: Sourcebook) -> None:
     # a small model copying its passage past the fact's bound: the cut fact states nothing whole
     copied = f"{FACT1} in 1931, " + " ".join(f"and parish record {n} says so" for n in range(8))

@@ -369,15 +369,20 @@ def short_answer(
     return f"{line}\n\n{chain}" if chain else line
 
 
+def _whole(fact: str) -> bool:
+    """Whether ``fact`` can be a sentence: under its bound (one that fills it was cut
+    mid-sentence, a small model copying its passage), three words or more, and every bracket it
+    opens closed (a small model also copies a passage's title and the start of its first line:
+    "Tarsk Mills Tarsk Mills (")."""
+    opened = fact.count("(") + fact.count("[")
+    closed = fact.count(")") + fact.count("]")
+    return len(fact) < FACT_MAX and len(fact.split()) >= 3 and opened == closed
+
+
 def _links(data: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """A short answer's steps as chain links, (fact, label). A fact that fills its bound was
-    cut mid-sentence (a small model copying its passage): it states nothing whole, so it is no
-    link."""
-    return [
-        (st["fact"], st["label"])
-        for st in data["steps"]
-        if st["label"] and st["fact"] and len(st["fact"]) < FACT_MAX
-    ]
+    """A short answer's steps as chain links, (fact, label); a fact that is no whole sentence
+    (:func:`_whole`) states nothing, so it is no link."""
+    return [(st["fact"], st["label"]) for st in data["steps"] if st["label"] and _whole(st["fact"])]
 
 
 def stepped_answer(
