@@ -232,6 +232,16 @@ def test_an_answer_whose_passages_name_nothing_the_question_names_is_unanchored(
     # a question naming nothing cannot be tied to anything: no flag
     assert chain.unanchored(loose, "which river is the longest?", texts.get, MARK) is None
     assert chain.unanchored("No answer line [x].", Q, texts.get, MARK) is None
+    # a passage read that names the person and the town the link names ties them; one naming
+    # only the person, or only the town, does not
+    ID3, ID4 = "ev1:00000000000000a3", "ev1:00000000000000a4"
+    texts[ID3] = evidence(ID3, "Tomas Varga wrote two books.")
+    texts[ID4] = evidence(ID4, "Kelmor has a market.")
+    assert chain.anchoring(loose, Q, texts.get, [ID3, ID4, ID2, ID1], MARK) == ID1
+    assert chain.anchoring(loose, Q, texts.get, [ID3, ID4, ID2], MARK) is None
+    tied = chain.cite_on_answer_line(loose, ID1, MARK)
+    assert tied.startswith(f"{MARK} the Dravin River [{ID2}][{ID1}].\n")
+    assert chain.unanchored(tied, Q, texts.get, MARK) is None
 
 
 # ----------------------------------------------------------------------------- whole runs
@@ -469,20 +479,46 @@ def test_past_its_prompt_bound_the_prose_gives_way_to_the_notes(chain_app: Sourc
     assert len(body) == 1 and body[0]["bound"] == 60 and body[0]["prompt_tokens"] > 60
 
 
-def test_run_withholds_an_answer_its_passages_do_not_tie_to_the_question(
-    chain_app: Sourcebook,
-) -> None:
-    # one link, from the river's passage: the person the question names is in no cited passage;
-    # the answer line is flagged and not judged; the body sentence is judged "yes"
-    shorts = [_short([STEPS[1]], "the Dravin River", ["E2"])]
-    out = _two_hop_run(chain_app, "unanchored", ["yes"], shorts=shorts)
+def _river_only_run(app: Sourcebook, task: str, limits: ResearchLimits = LIM) -> Any:
+    """The run fetches only the river's passage and answers from it, in one link."""
+    river = pid_with(app, "flows through Kelmor")
+    planner = ScriptedLLM([plan(("q1", Q, []))])
+    researcher = ScriptedLLM(
+        [act("fetch_evidence", evidence_id=river), act("finish"), notes((FACT2 + ".", [river]))]
+    )
+    short = _short([{**STEPS[1], "label": "E1"}], "the Dravin River", ["E1"])
+    writer = ScriptedLLM([short, "Kelmor lies in a valley [E1]."])
+    writer.enqueue_choices(["yes"])  # the body sentence; the answer line is not judged
+    out = app.research(Q, models=models(planner, researcher, writer), task=task, limits=limits)
+    assert writer.pending == 0 and writer.pending_choices == 0
+    return out
+
+
+def test_run_withholds_an_answer_nothing_read_ties_to_the_question(chain_app: Sourcebook) -> None:
+    # one link, from the river's passage: the person the question names is in no passage read
+    out = _river_only_run(chain_app, "unanchored")
     assert unverified(out.markdown.splitlines()[0])
     assert out.status == "insufficient_evidence"
     assert any("names what the question asks about" in f.reason for f in out.flagged_claims)
     events = {e.key: e.payload for e in chain_app.task_log().events("unanchored")}
-    assert events["answer_subject@1"] == {"flagged": True}
+    assert events["answer_subject@1"] == {"flagged": True, "tie": None}
     # the stage off: the one link carries the answer, which is stated
     off = LIM.model_copy(update={"stages_off": ["answer_subject"]})
-    out = _two_hop_run(chain_app, "unanchored-off", ["yes"], limits=off, shorts=shorts)
-    assert out.markdown.startswith("**Answer:** the Dravin River [")
+    out = _river_only_run(chain_app, "unanchored-off", off)
+    assert out.markdown.startswith("**Answer:** the Dravin River [1].")
     assert out.status == "answered", out.status_reasons
+
+
+def test_run_cites_the_passage_read_that_ties_the_answer_to_the_question(
+    chain_app: Sourcebook,
+) -> None:
+    # the one link is from the river's passage, but the run also read the passage naming the
+    # person and the town the link names: the answer line cites it too (one document, one
+    # number), and stands
+    shorts = [_short([STEPS[1]], "the Dravin River", ["E2"])]
+    out = _two_hop_run(chain_app, "tied", ["yes"], shorts=shorts)
+    assert out.status == "answered", out.status_reasons
+    born = pid_with(chain_app, "was born in Kelmor")
+    assert born in {c.evidence_id for c in out.citations}
+    events = {e.key: e.payload for e in chain_app.task_log().events("tied")}
+    assert events["answer_subject@1"] == {"flagged": False, "tie": born}

@@ -171,3 +171,45 @@ def unanchored(
         + ", ".join(asked[:4])
         + "), so nothing read ties the answer to it",
     )
+
+
+def anchoring(
+    markdown: str,
+    question: str,
+    get: Callable[[str], Evidence | None],
+    candidates: list[str],
+    answer_mark: str,
+) -> str | None:
+    """Of ``candidates`` (passages the run fetched), the one that ties an unanchored answer
+    (:func:`unanchored`) to the question: it names something the question names and something
+    the answer line or its chain names beyond the question (the bridge: a passage on the person
+    asked about that names the league the answer's passage is about). The one naming the most of
+    both, the first on a tie; None when none names both."""
+    asked = key_terms(question)
+    said = [line for line in markdown.splitlines() if line.lstrip().startswith(answer_mark)]
+    said += chain_lines(markdown)
+    bridge = [t for line in said for t in key_terms(_CITES.sub(" ", line).replace("**", " "))]
+    bridge = list(dict.fromkeys(t for t in bridge if t not in asked))
+    best, score = None, 0
+    for ev_id in candidates:
+        ev = get(ev_id)
+        if ev is None:
+            continue
+        text = cited_text(ev)
+        a = len(asked) - len(terms_missing(asked, text))
+        b = len(bridge) - len(terms_missing(bridge, text))
+        if a and b and a + b > score:
+            best, score = ev_id, a + b
+    return best
+
+
+def cite_on_answer_line(markdown: str, ev_id: str, answer_mark: str) -> str:
+    """``markdown`` with the answer line also citing ``ev_id``, after its own citations."""
+    lines = markdown.split("\n")
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith(answer_mark):
+            cites = list(re.finditer(r"\[[^\]\n]*\]", line))
+            at = cites[-1].end() if cites else len(line.rstrip().rstrip("."))
+            lines[i] = f"{line[:at]}[{ev_id}]{line[at:]}"
+            break
+    return "\n".join(lines)

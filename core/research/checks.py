@@ -141,9 +141,14 @@ def finish_draft(
         )
         record(ctx, "claim_check", {"flagged": [excerpt(f.sentence) for f in st.flagged]})
     if stage_on(ctx, "answer_subject"):
-        loose = chain.unanchored(text, st.question, fetched_or_span, writer.ANSWER_MARK)
-        st.flagged += [loose] if loose else []
-        record(ctx, "answer_subject", {"flagged": loose is not None})
+        mark = writer.ANSWER_MARK
+        loose = chain.unanchored(text, st.question, fetched_or_span, mark)
+        tie = chain.anchoring(text, st.question, fetched_or_span, citable, mark) if loose else None
+        if tie is not None:  # the passage tying it to the question is cited and judged with it
+            text = chain.cite_on_answer_line(text, tie, mark)
+        elif loose is not None:
+            st.flagged.append(loose)
+        record(ctx, "answer_subject", {"flagged": loose is not None and tie is None, "tie": tie})
     if stage_on(ctx, "support_check"):
         st.flagged += _support_flags(ctx, st, text, fetched_or_span)
     if stage_on(ctx, "answer_kind"):
