@@ -229,6 +229,13 @@ def test_an_answer_whose_passages_name_nothing_the_question_names_is_unanchored(
     flag = chain.unanchored(loose, Q, texts.get, MARK)
     assert flag is not None and flag.sentence.startswith(MARK) and flag.evidence_ids == [ID2]
     assert "Tomas" in flag.reason
+    # a name is matched whole: a passage on another river is not about the one asked about
+    ID5 = "ev1:00000000000000a5"
+    texts[ID5] = evidence(ID5, "Tarsk Mills stands on the Orle River.")
+    mill = f"{MARK} Tarsk Mills [{ID5}]."
+    assert chain.asked_names("Which mill stands on the Dravin River?") == ["Dravin River"]
+    assert chain.unanchored(mill, "Which mill stands on the Dravin River?", texts.get, MARK)
+    assert not chain.unanchored(mill, "Which mill stands on the Orle River?", texts.get, MARK)
     # a question naming nothing cannot be tied to anything: no flag
     assert chain.unanchored(loose, "which river is the longest?", texts.get, MARK) is None
     assert chain.unanchored("No answer line [x].", Q, texts.get, MARK) is None

@@ -20,6 +20,7 @@ import itertools
 import re
 from collections.abc import Callable, Mapping
 
+from core.ingest.entities import find_entities
 from core.library import Evidence
 from core.research.arithmetic import calculations, sourced
 from core.research.citations import cited_sentences, cited_text, key_terms, terms_missing
@@ -135,17 +136,25 @@ def traces(used: list[str], markdown: str, supported: Mapping[str, float]) -> fl
     return min(weakest) if weakest else None
 
 
+def asked_names(question: str) -> list[str]:
+    """The names the question asks about, as phrases ("Tarsk Mills", not "Tarsk" and "Mills":
+    a word of a name, a river's "River", is in many passages): its entities but dates and
+    quantities."""
+    found = (n for _, _, n, kind in find_entities(question) if kind not in ("date", "quantity"))
+    return list(dict.fromkeys(found))
+
+
 def unanchored(
     markdown: str, question: str, get: Callable[[str], Evidence | None], answer_mark: str
 ) -> FlaggedClaim | None:
-    """The answer line, flagged, when the question names something (a name or a figure) and no
+    """The answer line, flagged, when the question names something (:func:`asked_names`) and no
     passage the answer line or its chain cites names any of it: nothing then ties the answer to
     what the question asks about. A small model may answer from a lookalike passage (a mill
     in another town than the one asked about, named in no passage it cites); each word of its
     one link is then in that passage, and the support check, asked whether the passages show the
     answer, may say yes. None when the question names nothing, or a cited passage names some
     of it."""
-    asked = key_terms(question)
+    asked = asked_names(question)
     answer = next(
         (
             (s, ids)
@@ -185,11 +194,11 @@ def anchoring(
     the answer line or its chain names beyond the question (the bridge: a passage on the person
     asked about that names the league the answer's passage is about). The one naming the most of
     both, the first on a tie; None when none names both."""
-    asked = key_terms(question)
+    asked = asked_names(question)
     said = [line for line in markdown.splitlines() if line.lstrip().startswith(answer_mark)]
     said += chain_lines(markdown)
     bridge = [t for line in said for t in key_terms(_CITES.sub(" ", line).replace("**", " "))]
-    bridge = list(dict.fromkeys(t for t in bridge if t not in asked))
+    bridge = list(dict.fromkeys(t for t in bridge if terms_missing([t], question)))
     best, score = None, 0
     for ev_id in candidates:
         ev = get(ev_id)
