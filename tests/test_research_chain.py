@@ -246,6 +246,10 @@ def test_an_answer_whose_passages_name_nothing_the_question_names_is_unanchored(
     texts[ID4] = evidence(ID4, "Kelmor has a market.")
     assert chain.anchoring(loose, Q, texts.get, [ID3, ID4, ID2, ID1], MARK) == ID1
     assert chain.anchoring(loose, Q, texts.get, [ID3, ID4, ID2], MARK) is None
+    # the bridge is a name taken whole: a word of it ("Dravin") ties nothing
+    ID6 = "ev1:00000000000000a6"
+    texts[ID6] = evidence(ID6, "Tomas Varga fished the Dravin in spring.")
+    assert chain.anchoring(loose, Q, texts.get, [ID6], MARK) is None
     tied = chain.cite_on_answer_line(loose, ID1, MARK)
     assert tied.startswith(f"{MARK} the Dravin River [{ID2}][{ID1}].\n")
     assert chain.unanchored(tied, Q, texts.get, MARK) is None

@@ -192,13 +192,18 @@ def anchoring(
     """Of ``candidates`` (passages the run fetched), the one that ties an unanchored answer
     (:func:`unanchored`) to the question: it names something the question names and something
     the answer line or its chain names beyond the question (the bridge: a passage on the person
-    asked about that names the league the answer's passage is about). The one naming the most of
-    both, the first on a tie; None when none names both."""
+    asked about that names the league the answer's passage is about), names and dates taken
+    whole, as :func:`asked_names` takes them. The one naming the most of both, the first on a
+    tie; None when none names both."""
     asked = asked_names(question)
-    said = [line for line in markdown.splitlines() if line.lstrip().startswith(answer_mark)]
-    said += chain_lines(markdown)
-    bridge = [t for line in said for t in key_terms(_CITES.sub(" ", line).replace("**", " "))]
-    bridge = list(dict.fromkeys(t for t in bridge if terms_missing([t], question)))
+    said = [
+        _CITES.sub(" ", line.replace(answer_mark, " "))
+        for line in markdown.splitlines()
+        if line.lstrip().startswith(answer_mark)
+    ]
+    said += [_CITES.sub(" ", line) for line in chain_lines(markdown)]
+    found = (n for line in said for _, _, n, _ in find_entities(line))
+    bridge = list(dict.fromkeys(n for n in found if terms_missing([n], question)))
     best, score = None, 0
     for ev_id in candidates:
         ev = get(ev_id)
