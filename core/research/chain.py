@@ -191,18 +191,21 @@ def anchoring(
 ) -> str | None:
     """Of ``candidates`` (passages the run fetched), the one that ties an unanchored answer
     (:func:`unanchored`) to the question: it names something the question names and something
-    the answer line or its chain names beyond the question (the bridge: a passage on the person
-    asked about that names the league the answer's passage is about), names and dates taken
-    whole, as :func:`asked_names` takes them. The one naming the most of both, the first on a
-    tie; None when none names both."""
+    the answer line, its chain or the passages they cite name beyond the question (the bridge: a
+    passage on the person asked about that names the league the answer's passage is about),
+    names and dates taken whole, as :func:`asked_names` takes them. The one naming the most of
+    both, the first on a tie; None when none names both."""
     asked = asked_names(question)
-    said = [
-        _CITES.sub(" ", line.replace(answer_mark, " "))
-        for line in markdown.splitlines()
-        if line.lstrip().startswith(answer_mark)
-    ]
-    said += [_CITES.sub(" ", line) for line in chain_lines(markdown)]
-    found = (n for line in said for _, _, n, _ in find_entities(line))
+    lines = [ln for ln in markdown.splitlines() if ln.lstrip().startswith(answer_mark)][:1]
+    lines += chain_lines(markdown)
+    said = [_CITES.sub(" ", ln.replace(answer_mark, " ")) for ln in lines]
+    titles: list[str] = []  # a passage's title names what it is about, whole
+    for line in lines:
+        for _, _, ids in cited_sentences(line):
+            for cited in filter(None, map(get, ids)):
+                said.append(cited.text)
+                titles.append(cited.title)
+    found = [*(n for text in said for _, _, n, _ in find_entities(text)), *titles]
     bridge = list(dict.fromkeys(n for n in found if terms_missing([n], question)))
     best, score = None, 0
     for ev_id in candidates:

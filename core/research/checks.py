@@ -144,9 +144,11 @@ def finish_draft(
         mark = writer.ANSWER_MARK
         loose = chain.unanchored(text, st.question, fetched_or_span, mark)
         tie = chain.anchoring(text, st.question, fetched_or_span, citable, mark) if loose else None
-        if tie is not None:  # the passage tying it to the question is cited and judged with it
+        if tie is not None and chain.chain_lines(text):
+            # cited where the reader sees it; an answer without a chain keeps its citations,
+            # or it would join documents with no chain to carry it and go unjudged
             text = chain.cite_on_answer_line(text, tie, mark)
-        elif loose is not None:
+        elif loose is not None and tie is None:
             st.flagged.append(loose)
         record(ctx, "answer_subject", {"flagged": loose is not None and tie is None, "tie": tie})
     if stage_on(ctx, "support_check"):
