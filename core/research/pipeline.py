@@ -29,7 +29,7 @@ STAGES: dict[str, str] = {
     "narrow_citations": "keep, of a sentence's citations, those that hold all it names",
     "complete_citations": "also cite fetched passages holding what a sentence's citations lack",
     "claim_check": "flag sentences whose names and figures their cited passages lack",
-    "answer_subject": "flag an answer line whose passages name nothing the question names",
+    "answer_subject": "tie the answer line to what the question names by a passage read, else flag",
     "support_check": "flag claims the model judges their cited passages do not state",
     "chain_support": "let the answer stand on its checked links; joined or worked ones only so",
     "answer_kind": "flag an answer line that is not the kind of thing the question asks for",
