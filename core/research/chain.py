@@ -192,7 +192,7 @@ def anchoring(
     """Of ``candidates`` (passages the run fetched), the one that ties an unanchored answer
     (:func:`unanchored`) to the question: it names something the question names and something
     the answer line, its chain or the passages they cite name beyond the question (the bridge: a
-    passage on the person asked about that names the league the answer's passage is about),
+    passage on the person asked about that names the mill the answer's passage is about),
     names and dates taken whole, as :func:`asked_names` takes them. The one naming the most of
     both, the first on a tie; None when none names both."""
     asked = asked_names(question)
