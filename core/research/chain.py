@@ -23,8 +23,15 @@ from collections.abc import Callable, Mapping
 from core.ingest.entities import find_entities
 from core.library import Evidence
 from core.research.arithmetic import calculations, sourced
-from core.research.citations import cited_sentences, cited_text, key_terms, terms_missing
+from core.research.citations import (
+    citation_tokens,
+    cited_sentences,
+    cited_text,
+    key_terms,
+    terms_missing,
+)
 from core.research.schemas import FlaggedClaim
+from core.research.support import answer_line_sentence
 from core.text import STOP_WORDS, figures
 
 CHAIN_HEAD = "*How the sources lead there:*"
@@ -155,17 +162,10 @@ def unanchored(
     answer, may say yes. None when the question names nothing, or a cited passage names some
     of it."""
     asked = asked_names(question)
-    answer = next(
-        (
-            (s, ids)
-            for s, line, ids in cited_sentences(markdown)
-            if ids and line.lstrip().startswith(answer_mark)
-        ),
-        None,
-    )
-    if not asked or answer is None:
+    sentence = answer_line_sentence(markdown, answer_mark)
+    if not asked or sentence is None:
         return None
-    cited = list(answer[1])
+    cited = list(dict.fromkeys(citation_tokens(sentence)))
     for line in chain_lines(markdown):
         for _, _, ids in cited_sentences(line):
             cited.extend(i for i in ids if i not in cited)
@@ -174,7 +174,7 @@ def unanchored(
         if ev is not None and len(terms_missing(asked, cited_text(ev))) < len(asked):
             return None
     return FlaggedClaim(
-        sentence=answer[0],
+        sentence=sentence,
         evidence_ids=cited,
         reason="no passage it or its chain cites names what the question asks about ("
         + ", ".join(asked[:4])
