@@ -24,7 +24,7 @@ def test_calculations_are_redone_to_the_stated_precision() -> None:
         ("0.309", True),
         ("30.9", True),
     ]
-    assert _checked("4,212 / 12,170 = 34.6%") == [("34.6", True)]
+    assert _checked("3,150 / 12,600 = 25.0%") == [("25.0", True)]
     # ... but not when the expression multiplies by 100 itself (a margin the model wrote as
     # a percentage of a percentage)
     margin = "(512 / 70,340) * 100 ≈ 61.24%"

@@ -58,7 +58,7 @@ class Calculation:
     @property
     def comes_to(self) -> str:
         """The expression's value, written like the stated result with two more decimals (a
-        fraction stated as a percentage shown as one: 0.308 for "10.0%" is "30.800%")."""
+        fraction stated as a percentage shown as one: 0.264 for "25.0%" is "26.400%")."""
         decimals = len(self.stated_text.split(".")[1]) if "." in self.stated_text else 0
         fraction = self.percent and not self.scaled and abs(self.value) < 1
         value = 100 * self.value if fraction else self.value
