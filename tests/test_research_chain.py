@@ -12,7 +12,14 @@ from research_fixtures import _pdf, act, evidence, models, notes, pid_with, plan
 
 from core.library import Evidence
 from core.research import chain, support
-from core.research.chain import CHAIN_HEAD, CHAIN_HEAD_WITHHELD, carries, chain_block, chain_lines
+from core.research.chain import (
+    CHAIN_HEAD,
+    CHAIN_HEAD_WITHHELD,
+    CHAIN_HEAD_WITHHELD_FLAGGED,
+    carries,
+    chain_block,
+    chain_lines,
+)
 from core.research.citations import complete_citations
 from core.research.schemas import ResearchLimits
 from core.service import Sourcebook
@@ -52,6 +59,10 @@ def test_chain_block_lists_one_cited_fact_per_step() -> None:
     assert chain_lines(md) == [f"- {FACT1} [{ID1}].", f"- {FACT2} [{ID2}]."]
     assert chain_lines(chain.withheld_head(md)) == chain_lines(md)
     assert CHAIN_HEAD_WITHHELD in chain.withheld_head(md)
+    # a flagged link: the head says the unmarked links are what the sources state
+    marked = chain.withheld_head(md, [f"- {FACT2} [{ID2}]."])
+    assert CHAIN_HEAD_WITHHELD_FLAGGED in marked and chain_lines(marked) == chain_lines(md)
+    assert CHAIN_HEAD_WITHHELD in chain.withheld_head(md, [f"{MARK} the Dravin River."])
     assert chain_lines("no chain here [ev1].") == []
 
 
@@ -344,7 +355,9 @@ def test_run_withholds_an_answer_whose_chain_breaks_and_keeps_what_the_sources_s
     out = _two_hop_run(chain_app, "chain-broken", ["no", "yes", "no"], shorts=shorts)
     lines = out.markdown.splitlines()
     assert unverified(lines[0])
-    assert CHAIN_HEAD_WITHHELD in lines and CHAIN_HEAD not in lines
+    # a link is flagged, so the head does not say the sources state every link
+    assert CHAIN_HEAD_WITHHELD_FLAGGED in lines
+    assert CHAIN_HEAD not in lines and CHAIN_HEAD_WITHHELD not in lines
     assert out.status == "insufficient_evidence"
     assert any(RETOLD in f.sentence for f in out.flagged_claims)
     assert not any(FACT1 in f.sentence for f in out.flagged_claims)

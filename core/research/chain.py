@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from core.ingest.entities import find_entities
 from core.library import Evidence
@@ -38,6 +38,10 @@ CHAIN_HEAD = "*How the sources lead there:*"
 #: Replaces :data:`CHAIN_HEAD` when the answer is withheld: the links that stand are what the
 #: sources read do state.
 CHAIN_HEAD_WITHHELD = "*What the sources read do state:*"
+#: ... or when some link is flagged too: a head saying the sources state what it lists would
+#: then contradict the flag on that link (no ⚠ in a head: a ⚠ marks a flagged sentence).
+CHAIN_HEAD_WITHHELD_FLAGGED = "*What the sources read state, except where flagged:*"
+_HEADS = (CHAIN_HEAD, CHAIN_HEAD_WITHHELD, CHAIN_HEAD_WITHHELD_FLAGGED)
 _ITEM = "- "
 _CITES = re.compile(r"\[[^\]\n]*\]")
 _NAME_OR_FIGURE = re.compile(r"\b[A-Z][\w'-]+|\d[\d,.]*\d|\d")
@@ -60,7 +64,7 @@ def chain_lines(markdown: str) -> list[str]:
     """The lines of ``markdown``'s chain (the list items right under its head), in order."""
     lines = markdown.splitlines()
     for i, line in enumerate(lines):
-        if line.strip() in (CHAIN_HEAD, CHAIN_HEAD_WITHHELD):
+        if line.strip() in _HEADS:
             out = []
             for item in lines[i + 1 :]:
                 if not item.lstrip().startswith(_ITEM.strip()):
@@ -70,9 +74,13 @@ def chain_lines(markdown: str) -> list[str]:
     return []
 
 
-def withheld_head(markdown: str) -> str:
-    """``markdown`` with its chain's head saying the links are what the sources state."""
-    return markdown.replace(CHAIN_HEAD, CHAIN_HEAD_WITHHELD, 1)
+def withheld_head(markdown: str, flagged: Iterable[str] = ()) -> str:
+    """``markdown`` with its chain's head saying the links are what the sources state, or,
+    when a link holds one of the ``flagged`` sentences, that the unmarked links are."""
+    said = [f for f in flagged if f]
+    mixed = any(s in line for line in chain_lines(markdown) for s in said)
+    head = CHAIN_HEAD_WITHHELD_FLAGGED if mixed else CHAIN_HEAD_WITHHELD
+    return markdown.replace(CHAIN_HEAD, head, 1)
 
 
 def _names(text: str, question: str) -> set[str]:

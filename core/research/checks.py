@@ -295,7 +295,8 @@ def withhold_unsupported_answer(text: str, flagged: list[FlaggedClaim]) -> tuple
         if line.lstrip().startswith(writer.ANSWER_MARK):
             if any(f.sentence in line for f in flagged):
                 lines[i] = f"{line.rstrip()} {UNVERIFIED_NOTE}"
-                return chain.withheld_head("\n".join(lines)), True
+                marked = "\n".join(lines)
+                return chain.withheld_head(marked, (f.sentence for f in flagged)), True
             break
     return text, False
 
