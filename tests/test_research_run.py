@@ -20,8 +20,8 @@ from research_fixtures import (
 )
 
 from core.research.citations import bracket_labels
+from core.research.drafts import repeat_cut, without_prompt_echo
 from core.research.schemas import Boundary, ResearchLimits, ResearchPlan
-from core.research.writer import repeat_cut, without_prompt_echo
 from core.service import Sourcebook
 from models.llm import ScriptedLLM
 

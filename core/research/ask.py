@@ -59,18 +59,12 @@ from core.research.conversation import (
     conversation_report,
     turn_task,
 )
+from core.research.drafts import without_method_talk, without_prompt_echo, writer_stop
 from core.research.pipeline import apply
 from core.research.prompts import answer_budget, fit_messages
 from core.research.schemas import Boundary, Report, ResearchLimits
 from core.research.tools import Fetched, Scope, Tools
-from core.research.writer import (
-    ANSWER_MARK,
-    key_sentences,
-    with_tables,
-    without_method_talk,
-    without_prompt_echo,
-    writer_stop,
-)
+from core.research.writer import ANSWER_MARK, key_sentences, with_tables
 from core.tasks import RecordingFailed, TaskLease, TaskLog
 from models.llm import LLM, ChatMessage
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from core.errors import CancelledError, SourcebookError, translate_errors
 from core.library import Library
-from core.research import planner, steps, writer
+from core.research import drafts, planner, steps, writer
 from core.research.checks import RunState, finish_draft
 from core.research.citations import (
     bracket_labels,
@@ -291,10 +291,10 @@ def _run(
         by_id = {ev.evidence_id: ev.text for ev in evidence}
         quoted = {k: by_id[v] for k, v in labels.items()}
         draft = apply(
-            ctx, "prompt_echo", draft, lambda d: writer.without_prompt_echo(d, req.question)
+            ctx, "prompt_echo", draft, lambda d: drafts.without_prompt_echo(d, req.question)
         )
         draft = apply(ctx, "cite_quotations", draft, lambda d: cite_quotations(d, quoted))
-        draft = apply(ctx, "method_talk", draft, writer.without_method_talk)
+        draft = apply(ctx, "method_talk", draft, drafts.without_method_talk)
         fell_back = False
         if not bare and not citation_tokens(draft):
             fallback = writer.findings_report(notes)
@@ -308,7 +308,7 @@ def _run(
                 )
                 draft = fallback
         if answer:
-            body = apply(ctx, "answer_copy", draft, lambda d: writer.without_answer_copy(d, answer))
+            body = apply(ctx, "answer_copy", draft, lambda d: drafts.without_answer_copy(d, answer))
             draft = f"{answer}\n\n{body}"
         if stage_on(ctx, "trail") and not fell_back:
             cited = {labels.get(t, t).lower() for t in citation_tokens(draft)}

@@ -19,14 +19,14 @@ from core.library import Evidence
 from core.research import steps
 from core.research.chain import chain_block
 from core.research.citations import (
-    citation_tokens,
     cited_text,
     credibility,
     key_terms,
     terms_missing,
 )
 from core.research.context import RunContext, invalid_output
-from core.research.pipeline import record, stage_on
+from core.research.drafts import line_key, repeat_cut, writer_stop
+from core.research.pipeline import record
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
 from core.research.schemas import (
     FACT_MAX,
@@ -38,7 +38,7 @@ from core.research.schemas import (
 from core.research.tables import labelled_rows, runs_on
 from core.research.words import content_words
 from core.research.worked import worked_answer
-from core.text import MONTH, SENTENCE_END, sentence_ranges
+from core.text import MONTH, sentence_ranges
 from graph.errors import GraphError
 
 logger = logging.getLogger(__name__)
@@ -48,142 +48,6 @@ ANSWER_MAX_TOKENS = 600  # up to four steps, each a question, an answer and a on
 ANSWER_MARK = "**Answer:**"  # opens the short answer line; it cites the passages hop by hop
 ANSWER_SENTENCES = 8  # sentences the short-answer step reads, across all passages
 ANSWER_HOLDERS = 2  # passages an unsupported answer is cited to, when they hold what it names
-_CITES = re.compile(r"\[[^\]\n]*\]")
-_WORDS = re.compile(r"\w+")
-_ENDED = re.compile(rf"({SENTENCE_END}[ \t]*|\n\s*)$")
-
-
-def repeat_cut(text: str, min_chars: int = 20) -> int | None:
-    """Where ``text`` starts repeating itself: the start of its first sentence that says an
-    earlier one again word for word (citations and case aside), or None.
-
-    The 1.5B writer sometimes loops, writing "The passage states that Acme's operating margin
-    improved ..." twenty times until its token budget ran out. A report never needs a
-    sentence twice; short ones ("See note 4.") may recur and are not counted. A last sentence
-    still being written is not compared: "Margin was 12.1% in FY2021" may go on "and 11.4% in
-    FY2022".
-    """
-    ranges = sentence_ranges(text)
-    if ranges and not _ENDED.search(text[ranges[-1][0] :]):
-        ranges.pop()
-    seen: set[str] = set()
-    for start, end in ranges:
-        key = _key(text[start:end])
-        if len(key) < min_chars:
-            continue
-        if key in seen:
-            return start
-        seen.add(key)
-    return None
-
-
-def _key(text: str) -> str:
-    """A sentence or line compared for repeats: its words, case folded, citations aside."""
-    return " ".join(_WORDS.findall(_CITES.sub(" ", text).casefold()))
-
-
-ANSWER_LEAD_WORDS = 5  # "The short answer is:" before a copied answer line
-
-
-def without_answer_copy(draft: str, answer: str) -> str:
-    """The writer's draft without lines that only repeat the answer line opening the report
-    (the 1.5B began its text with "**Answer:** Yes, Acme has ..." word for word, or with
-    "The short answer is: **Answer:** ...", flagged for a name "Answer" no passage holds, or
-    "The short answer is: Yes, Acme has ..."). ``answer`` may hold several lines (the answer
-    and its chain): a draft line repeating any of them goes."""
-    keys = {_key(ln) for ln in answer.splitlines() if _key(ln)}
-    keys |= {k.removeprefix("answer ") for k in keys}
-
-    def copy(line: str) -> bool:
-        words = _key(line)
-        if words in keys:
-            return True
-        for said in keys:  # "The short answer is: [**Answer:**] Yes, Acme has ..."
-            lead = words.removesuffix(said)
-            if lead != words and lead.endswith(" ") and len(lead.split()) <= ANSWER_LEAD_WORDS:
-                return True
-        return False
-
-    return "\n".join(ln for ln in draft.splitlines() if not copy(ln)).strip()
-
-
-# Talk about the writing, not the subject: "This answer shape covers the key points:", "To
-# arrive at this answer, we need to follow these steps:", "Revenue change is calculated as
-# follows:". The 1.5B writes it in one report of five (MuSiQue and FinanceBench runs).
-_METHOD_TALK = re.compile(
-    r"\banswer shape\b"
-    r"|^\W*(?:in order )?to (?:answer|arrive at|determine|find|calculate|compute|address|work out)"
-    r"\b.*\b(?:we|I) (?:need|must|will|have|can|should)\b"
-    r"|\b(?:follow|take) (?:these|the following) steps\b"
-    r"|^\W*(?:let's|let us|here is|here's)\b"
-    r"|\bas follows\W*$",
-    re.IGNORECASE,
-)
-
-
-def without_method_talk(draft: str) -> str:
-    """The draft without uncited sentences that talk about the writing rather than the subject
-    (:data:`_METHOD_TALK`); a line left empty goes, a cited sentence always stays (it claims
-    something a reader can check)."""
-    out = []
-    for line in draft.splitlines():
-        said = [line[a:b] for a, b in sentence_ranges(line)]
-        kept = [x for x in said if citation_tokens(x) or not _METHOD_TALK.search(x.strip())]
-        if len(kept) == len(said) or line.lstrip().startswith("|"):
-            out.append(line)
-        elif kept:
-            indent = line[: len(line) - len(line.lstrip())]
-            out.append(indent + " ".join(k.strip() for k in kept))
-    return "\n".join(out)
-
-
-# A data block of the writer's prompt: "Notes (data, not instructions):" then <data> ... </data>
-# (to the end of the draft when the copy was cut before its closing tag).
-_ECHOED_BLOCK = re.compile(
-    r"^[^\n]*\(data, not instructions\):[ \t]*\n\s*<data>.*?(?:</data>[ \t]*$|\Z)"
-    r"|^\s*<data>.*?(?:</data>[ \t]*$|\Z)",
-    re.DOTALL | re.MULTILINE,
-)
-
-
-def without_prompt_echo(draft: str, question: str = "") -> str:
-    """The draft without the data blocks of its prompt copied into it (stage ``prompt_echo``),
-    nor a line that only repeats its ``question``.
-
-    A small writer sometimes goes on after its answer by copying its prompt: the notes and the
-    passages under their headings, labels and all (2 of 15 MuSiQue dev reports at session 37's
-    defaults, each then 30 flagged "claims" long). A report never holds the prompt's ``<data>``
-    tags, so a block that opens with one is a copy, whatever it cites. Told to answer in its
-    first sentence, it may open by copying the question instead: a reader (and the answer
-    check) would take that line for the answer."""
-    out = _ECHOED_BLOCK.sub("", draft)
-    asked = _key(question.removeprefix("Question:"))
-    if asked:
-        lines = out.splitlines()
-        kept = [ln for ln in lines if _key(ln.strip().removeprefix("Question:")) != asked]
-        out = "\n".join(kept) if len(kept) < len(lines) else out
-    return re.sub(r"\n{3,}", "\n\n", out).strip() if out != draft else draft
-
-
-def echo_started(text: str) -> int | None:
-    """``len(text)`` once ``text`` has begun copying one of its prompt's data blocks (a
-    ``<data>`` tag written), else None: as a ``stop_at`` it ends generation there and keeps the
-    text, so stage ``prompt_echo`` still drops the copy's start and logs that it did."""
-    return len(text) if _ECHOED_BLOCK.search(text) else None
-
-
-def writer_stop(ctx: RunContext) -> Callable[[str], int | None]:
-    """Where the writer's text should end (``stop_at`` of :meth:`RunContext.model_text`): where it
-    repeats itself, and with stage ``prompt_echo`` on, once it starts copying its prompt. A copy
-    runs on for hundreds of tokens (~30 s of the 1.5B here) that the stage would then delete."""
-    if not stage_on(ctx, "prompt_echo"):
-        return repeat_cut
-
-    def stop(text: str) -> int | None:
-        cuts = [c for c in (repeat_cut(text), echo_started(text)) if c is not None]
-        return min(cuts, default=None)
-
-    return stop
 
 
 def cited_ids(notes: list[ResearchNotes], on_topic: bool = False) -> list[str]:
@@ -626,7 +490,7 @@ def notes_body(ctx: RunContext, notes: list[ResearchNotes], answer: str) -> str:
     own. A finding is the small model's own reading, so it is checked first: unchecked, one that
     joins a name from one passage to a fact from another ("B is from C" citing a passage about B
     and one about C) would be stated as found."""
-    said = {_key(ln) for ln in answer.splitlines() if _key(ln)}
+    said = {line_key(ln) for ln in answer.splitlines() if line_key(ln)}
     lines: list[str] = []
     unheld = repeated = 0
     for n in notes:
@@ -645,10 +509,10 @@ def notes_body(ctx: RunContext, notes: list[ResearchNotes], answer: str) -> str:
                 unheld += 1
         for f in n.model_copy(update={"findings": held}).on_topic():
             claim = f.claim.strip().rstrip(".")
-            if _key(claim) in said:
+            if line_key(claim) in said:
                 repeated += 1
             else:
-                said.add(_key(claim))
+                said.add(line_key(claim))
                 lines.append(f"{claim} {''.join(f'[{i}]' for i in f.evidence_ids)}.")
     record(
         ctx,
