@@ -6,6 +6,7 @@ edges and collection memberships.
 
 Passage words are stored packed: one little-endian record per word (page index, start, end as
 int32, the rectangle as four float64), 44 bytes a word. Lists (heading path, problems) are JSON.
+The tables are in :mod:`graph.catalog_schema`.
 """
 
 from __future__ import annotations
@@ -23,112 +24,12 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from graph.catalog_schema import DOC_COLS, PASSAGE_COLS, SCHEMA, SCHEMA_VERSION
 from graph.errors import GraphError, NotFoundInGraph
 from graph.schemas import Collection, Document, IngestedDocument, Page, Passage, Span
 from graph.wordpack import pack_words, unpack_words
 
 logger = logging.getLogger(__name__)
-
-SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS documents (
-    doc_id TEXT PRIMARY KEY,
-    source_key TEXT NOT NULL,
-    source_uri TEXT NOT NULL,
-    title TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    content_sha256 TEXT NOT NULL,
-    external_id TEXT,
-    version INTEGER NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('indexing', 'ready')),
-    superseded_by TEXT REFERENCES documents(doc_id) ON DELETE SET NULL,
-    page_count INTEGER NOT NULL,
-    passage_count INTEGER NOT NULL,
-    problems TEXT NOT NULL,
-    added_at TEXT NOT NULL,
-    byte_size INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS documents_sha ON documents(content_sha256);
-CREATE INDEX IF NOT EXISTS documents_source ON documents(source_key);
-CREATE TABLE IF NOT EXISTS document_texts (
-    doc_id TEXT PRIMARY KEY REFERENCES documents(doc_id) ON DELETE CASCADE,
-    text_z BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS pages (
-    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-    page_index INTEGER NOT NULL,
-    width REAL NOT NULL,
-    height REAL NOT NULL,
-    char_count INTEGER NOT NULL,
-    has_text_layer INTEGER NOT NULL,
-    PRIMARY KEY (doc_id, page_index)
-);
-CREATE TABLE IF NOT EXISTS passages (
-    passage_id TEXT PRIMARY KEY,
-    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-    ordinal INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    heading_path TEXT NOT NULL,
-    page_start INTEGER,
-    page_end INTEGER,
-    char_start INTEGER NOT NULL,
-    char_end INTEGER NOT NULL,
-    token_count INTEGER NOT NULL,
-    words BLOB NOT NULL,
-    UNIQUE (doc_id, ordinal)
-);
-CREATE TABLE IF NOT EXISTS spans (
-    span_id TEXT PRIMARY KEY,
-    passage_id TEXT NOT NULL REFERENCES passages(passage_id) ON DELETE CASCADE,
-    start INTEGER NOT NULL,
-    "end" INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS spans_passage ON spans(passage_id);
-CREATE TABLE IF NOT EXISTS entities (
-    entity_id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    type TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS entities_name ON entities(name COLLATE NOCASE);
-CREATE TABLE IF NOT EXISTS mentions (
-    entity_id TEXT NOT NULL REFERENCES entities(entity_id),
-    passage_id TEXT NOT NULL REFERENCES passages(passage_id) ON DELETE CASCADE,
-    span_id TEXT NOT NULL,
-    start INTEGER NOT NULL,
-    "end" INTEGER NOT NULL,
-    PRIMARY KEY (passage_id, start, "end", entity_id)
-);
-CREATE INDEX IF NOT EXISTS mentions_entity ON mentions(entity_id);
-CREATE TABLE IF NOT EXISTS entity_edges (
-    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-    a TEXT NOT NULL,
-    b TEXT NOT NULL,
-    weight INTEGER NOT NULL,
-    PRIMARY KEY (doc_id, a, b)
-);
-CREATE TABLE IF NOT EXISTS collections (
-    name TEXT PRIMARY KEY,
-    created_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS collection_members (
-    name TEXT NOT NULL REFERENCES collections(name) ON DELETE CASCADE,
-    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-    PRIMARY KEY (name, doc_id)
-);
-CREATE INDEX IF NOT EXISTS collection_members_doc ON collection_members(doc_id);
-CREATE TABLE IF NOT EXISTS library_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
-
-_DOC_COLS = (
-    "doc_id, source_key, source_uri, title, kind, content_sha256, external_id, version, status, "
-    "superseded_by, page_count, passage_count, problems, added_at, byte_size"
-)
-_PASSAGE_COLS = (
-    "passage_id, doc_id, ordinal, text, heading_path, page_start, page_end, char_start, "
-    "char_end, token_count, words"
-)
 
 
 def _doc_from_row(row: sqlite3.Row) -> Document:
@@ -184,7 +85,7 @@ class Catalog:
 
     def _migrate(self) -> None:
         with self._lock:
-            self._conn.executescript(_SCHEMA)  # idempotent: CREATE ... IF NOT EXISTS
+            self._conn.executescript(SCHEMA)  # idempotent: CREATE ... IF NOT EXISTS
         with self.transaction() as c:
             row = c.execute("SELECT version FROM schema_version").fetchone()
             if row is None:
@@ -253,7 +154,7 @@ class Catalog:
         entities = {m.entity_id: (m.name, m.type) for m in ingested.mentions}
         with self.transaction() as c:
             c.execute(
-                f"INSERT INTO documents ({_DOC_COLS}) VALUES ({_placeholders(15)})",
+                f"INSERT INTO documents ({DOC_COLS}) VALUES ({_placeholders(15)})",
                 (
                     doc_id,
                     d.source_key,
@@ -284,7 +185,7 @@ class Catalog:
                 ],
             )
             c.executemany(
-                f"INSERT INTO passages ({_PASSAGE_COLS}) VALUES ({_placeholders(11)})",
+                f"INSERT INTO passages ({PASSAGE_COLS}) VALUES ({_placeholders(11)})",
                 [
                     (
                         p.passage_id,
@@ -355,20 +256,20 @@ class Catalog:
     # -- documents --------------------------------------------------------------------------
 
     def get_document(self, doc_id: str) -> Document:
-        rows = self._query(f"SELECT {_DOC_COLS} FROM documents WHERE doc_id = ?", (doc_id,))
+        rows = self._query(f"SELECT {DOC_COLS} FROM documents WHERE doc_id = ?", (doc_id,))
         if not rows:
             raise NotFoundInGraph(f"no document {doc_id}")
         return _doc_from_row(rows[0])
 
     def find_by_sha(self, sha: str) -> Document | None:
         rows = self._query(
-            f"SELECT {_DOC_COLS} FROM documents WHERE content_sha256 = ? LIMIT 1", (sha,)
+            f"SELECT {DOC_COLS} FROM documents WHERE content_sha256 = ? LIMIT 1", (sha,)
         )
         return _doc_from_row(rows[0]) if rows else None
 
     def latest_for_source(self, source_key: str) -> Document | None:
         rows = self._query(
-            f"SELECT {_DOC_COLS} FROM documents WHERE source_key = ? AND status = 'ready' "
+            f"SELECT {DOC_COLS} FROM documents WHERE source_key = ? AND status = 'ready' "
             "AND superseded_by IS NULL ORDER BY version DESC, added_at DESC LIMIT 1",
             (source_key,),
         )
@@ -376,7 +277,7 @@ class Catalog:
 
     def list_documents(self, include_superseded: bool) -> list[Document]:
         where = "" if include_superseded else "WHERE superseded_by IS NULL"
-        rows = self._query(f"SELECT {_DOC_COLS} FROM documents {where} ORDER BY added_at, doc_id")
+        rows = self._query(f"SELECT {DOC_COLS} FROM documents {where} ORDER BY added_at, doc_id")
         return [_doc_from_row(r) for r in rows]
 
     def document_text(self, doc_id: str) -> str:
@@ -439,7 +340,7 @@ class Catalog:
 
     def get_passage(self, passage_id: str) -> Passage:
         rows = self._query(
-            f"SELECT {_PASSAGE_COLS} FROM passages WHERE passage_id = ?", (passage_id,)
+            f"SELECT {PASSAGE_COLS} FROM passages WHERE passage_id = ?", (passage_id,)
         )
         if not rows:
             raise NotFoundInGraph(f"no passage {passage_id}")
@@ -449,7 +350,7 @@ class Catalog:
     def get_document_passages(self, doc_id: str, *, full: bool = True) -> list[Passage]:
         """A document's passages in order; without words and spans unless ``full``."""
         self.get_document(doc_id)
-        cols = _PASSAGE_COLS if full else _PASSAGE_COLS.replace("words", "x'' AS words")
+        cols = PASSAGE_COLS if full else PASSAGE_COLS.replace("words", "x'' AS words")
         rows = self._query(
             f"SELECT {cols} FROM passages WHERE doc_id = ? ORDER BY ordinal", (doc_id,)
         )
