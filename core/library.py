@@ -17,7 +17,6 @@ called from other threads (the graph store serialises its own connections).
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import queue
 import threading
@@ -38,9 +37,11 @@ from core.errors import (
     UnsupportedFileError,
     translate_errors,
 )
+from core.evidence import Evidence, evidence_of
 from core.ingest import (
     ExtractorProcess,
     TokenCounter,
+    collections_paused,
     extract_file,
     iter_jsonl,
 )
@@ -48,9 +49,9 @@ from core.ingest.entities import named_entity_ids
 from core.ingest.folders import collect_files, is_readable_type
 from core.ingest.web import fetch_url, looks_like_url
 from core.settings import Settings
-from core.vectors import EmbedOnce, ReembedResult
+from core.vectors import EmbedOnce, ReembedResult, embedding_text
 from graph.ids import parse_evidence_id
-from graph.schemas import Document, IngestedDocument, Passage, SearchFilters, SearchHit, Word
+from graph.schemas import Document, IngestedDocument, SearchFilters, SearchHit
 from graph.store import GraphStore
 from models.embedder import Embedder, OnnxEmbedder, SentenceTransformerEmbedder, WordPieceCounter
 
@@ -58,7 +59,6 @@ logger = logging.getLogger(__name__)
 
 AddOutcome = Literal["added", "new_version", "unchanged", "failed", "cancelled"]
 ProgressStage = Literal["extracting", "indexing", "embedding", "done"]
-HEADER_MAX_TOKENS = 40  # word pieces of title/heading context prefixed to an embedded passage
 
 
 class AddResult(BaseModel):
@@ -100,25 +100,6 @@ class AddProgress(BaseModel):
     total: int
     done: int = 0
     of: int = 0
-
-
-class Evidence(BaseModel):
-    """A passage or a span inside one, with what a viewer needs to show it."""
-
-    evidence_id: str
-    passage_id: str
-    doc_id: str
-    title: str
-    source_uri: str
-    kind: str
-    text: str = Field(description="The cited text: the span's, or the whole passage's.")
-    passage_text: str
-    start: int = 0
-    end: int = 0
-    pages: list[int] = Field(default_factory=list, description="1-based pages.")
-    heading_path: list[str] = Field(default_factory=list)
-    boxes: list[Word] = Field(default_factory=list, description="Word boxes of the cited text.")
-    superseded: bool = False
 
 
 ProgressFn = Callable[[AddProgress], None]
@@ -194,7 +175,7 @@ class Library:
         result = vectors.reembed_vectors(
             self.store,
             self.embedder,
-            self._embedding_text,
+            partial(embedding_text, self.embedder),
             batch=batch,
             on_batch=on_batch,
             cancel=cancel,
@@ -337,7 +318,7 @@ class Library:
         # Without an extension, extraction sniffs the bytes and says what they are.
         if path.suffix and not is_readable_type(path):
             raise UnsupportedFileError(f"{path.name}: unsupported file type.", path=path)
-        with _collections_paused():
+        with collections_paused():
             if self._extractor is not None:
                 return self._extractor.extract(
                     path, settings=self.settings.ingest, ocr_progress=ocr_progress, cancel=cancel
@@ -481,33 +462,11 @@ class Library:
         for start in range(0, len(passages), batch):
             if cancel is not None and cancel.is_set():
                 raise CancelledError("Adding was cancelled.")
-            chunk = [p for _, p in passages[start : start + batch]]
-            texts = [self._embedding_text(d, p) for d, p in passages[start : start + batch]]
-            vectors = embed(texts)
+            part = passages[start : start + batch]
+            chunk = [p for _, p in part]
+            vectors = embed([embedding_text(self.embedder, d, p) for d, p in part])
             self.store.set_vectors([p.passage_id for p in chunk], vectors)
             self._report(progress, job, total, "embedding", start + len(chunk), len(passages))
-
-    def _embedding_text(self, doc: Document, p: Passage) -> str:
-        """The passage as embedded: prefixed by its document title and heading path.
-
-        A passage deep in a report rarely names its subject ("Revenue rose 4%"); the header puts
-        the document and section back. A passage that opens with its own heading already says
-        that one, so the header leaves it out (1,127 of the 4,407 FinanceBench passages; 1% of
-        the word pieces embedded). The header is cut to fit what the passage leaves of the
-        model's window, so the passage itself is never truncated.
-        """
-        parts = [doc.title, *p.heading_path]
-        parts = [x for i, x in enumerate(parts) if x and x not in parts[:i]]
-        if len(parts) > 1 and _opens_with(p.text, parts[-1]):
-            parts.pop()
-        header = " > ".join(parts)
-        if not header or p.text.startswith(header):
-            return p.text
-        room = min(HEADER_MAX_TOKENS, self.embedder.max_tokens - 2 - p.token_count)
-        words = header.split()
-        while words and self.embedder.count_tokens([" ".join(words)])[0] > room:
-            words = words[: len(words) * 3 // 4] if len(words) > 4 else words[:-1]
-        return f"{' '.join(words)}\n{p.text}" if words else p.text
 
     @staticmethod
     def _report(
@@ -608,51 +567,7 @@ class Library:
         start, end = rng if rng is not None else (0, len(passage.text))
         if not (0 <= start < end <= len(passage.text)):
             raise NotFoundError(f"{evidence_id}: the range is outside the passage.")
-        return _evidence_of(evidence_id, passage, doc, start, end)
-
-
-def _opens_with(text: str, heading: str) -> bool:
-    """Whether ``text`` starts with ``heading`` as whole words (headings in a heading path have
-    their whitespace collapsed; "PART III" does not open with "PART I")."""
-    head = " ".join(text[: 2 * len(heading) + 1].split())
-    rest = head[len(heading) : len(heading) + 1]
-    return head.startswith(heading) and not rest.isalnum()
-
-
-_gc_lock = threading.Lock()
-_gc_pausers = 0
-_gc_was_enabled = True
-
-
-@contextlib.contextmanager
-def _collections_paused() -> Iterator[None]:
-    """Pause automatic garbage collection while a file is extracted, then freeze what it built.
-
-    Extraction builds ~2k tracked objects per page. Collections during it walk them again and
-    again while holding the GIL: 15-90 ms pauses that stall every other thread, the desktop's
-    UI thread included (``bench/ui_stall.py``; with collections paused, reading a 300-page PDF
-    took 1.0 s instead of 1.55 s). Extraction makes no reference cycles (measured: nothing
-    unreachable after extracting four real 10-K reports), so nothing waits to be collected.
-    Afterwards ``gc.freeze()`` moves the survivors (the document) out of the collector's sight;
-    reference counting frees them as usual once the add is done. The cost: cyclic garbage that
-    other threads make during the pause is kept for the life of the process. Process-wide and
-    reentrant (the last one out freezes and re-enables).
-    """
-    global _gc_pausers, _gc_was_enabled
-    with _gc_lock:
-        if _gc_pausers == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pausers += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pausers -= 1
-            if _gc_pausers == 0:
-                gc.freeze()
-                if _gc_was_enabled:
-                    gc.enable()
+        return evidence_of(evidence_id, passage, doc, start, end)
 
 
 def _child_token_counter(embedder: Embedder) -> Callable[[], TokenCounter] | None:
@@ -679,27 +594,3 @@ def _drop_word_boxes(doc: IngestedDocument) -> None:
     """
     for p in doc.passages:
         p.words, p.packed_words = [], None
-
-
-def _evidence_of(evidence_id: str, p: Passage, doc: Document, start: int, end: int) -> Evidence:
-    words = [w for w in p.words if w.start < end and w.end > start]
-    pages = sorted({w.page_index + 1 for w in words})
-    if not pages and p.page_start is not None:
-        last = p.page_end if p.page_end is not None else p.page_start
-        pages = list(range(p.page_start + 1, last + 2))
-    return Evidence(
-        evidence_id=evidence_id,
-        passage_id=p.passage_id,
-        doc_id=doc.doc_id,
-        title=doc.title,
-        source_uri=doc.source_uri,
-        kind=doc.kind,
-        text=p.text[start:end],
-        passage_text=p.text,
-        start=start,
-        end=end,
-        pages=pages,
-        heading_path=p.heading_path,
-        boxes=words,
-        superseded=doc.superseded_by is not None,
-    )

@@ -39,8 +39,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from core.errors import ConfigError, NotFoundError, SourcebookError
+from core.evidence import Evidence
 from core.ingest.web import looks_like_url
-from core.library import Evidence
 from core.research.citations import CitationChecker, citation_records
 from core.research.sanitize import source_reference
 from core.research.schemas import (

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Literal
 
 from core.errors import NotFoundError, translate_errors
+from core.evidence import Evidence
 from core.export import ExportFormat, export_report
 from core.export_refs import SourceInfo
-from core.library import AddProgress, Evidence, Library, LibraryChanges, ProgressFn
+from core.library import AddProgress, Library, LibraryChanges, ProgressFn
 from core.render import RenderedPage
 from core.research import ResearchRequest, clarify_questions, draft_plan, run_research
 from core.research.ask import AskRequest, ask_question

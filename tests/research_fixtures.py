@@ -18,7 +18,7 @@ import pymupdf
 import pytest
 
 from core.cli_research import add_parsers
-from core.library import Evidence
+from core.evidence import Evidence
 from core.research.schemas import UNVERIFIED_NOTE
 from core.service import Sourcebook
 from models.llm import ScriptedLLM

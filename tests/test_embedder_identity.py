@@ -23,6 +23,7 @@ from core.errors import CancelledError, EmbedderMismatchError
 from core.library import AddProgress
 from core.service import Sourcebook
 from core.settings import IngestSettings, Settings
+from core.vectors import embedding_text
 from models.embedder import (
     MINILM_WEIGHTS_SHA256,
     ONNX_GRAPH_VERSION,
@@ -99,7 +100,7 @@ def stored_and_expected(app: Sourcebook) -> list[tuple[np.ndarray, np.ndarray]]:
     for doc in app.documents(include_superseded=True):
         passages = lib.store.get_document_passages(doc.doc_id)
         stored = lib.store.vectors([p.passage_id for p in passages])
-        expected = app.embedder.embed([lib._embedding_text(doc, p) for p in passages])
+        expected = app.embedder.embed([embedding_text(app.embedder, doc, p) for p in passages])
         out.extend((stored[p.passage_id], v) for p, v in zip(passages, expected, strict=True))
     return out
 

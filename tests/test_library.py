@@ -11,8 +11,9 @@ import pytest
 from pdfgen import ALPHA, BETA, make_multipage_pdf, write_pdf
 
 from core.errors import NotFoundError
-from core.library import AddProgress, _opens_with
+from core.library import AddProgress
 from core.service import Sourcebook
+from core.vectors import opens_with
 
 pytestmark = pytest.mark.real_model
 
@@ -223,9 +224,9 @@ def test_a_passage_opening_with_its_heading_is_not_headed_by_it_again(
 
 
 def test_opens_with_matches_whole_words_across_whitespace() -> None:
-    assert _opens_with("PART I\n\nItem 1. Business", "PART I")
-    assert _opens_with("Net  Income\nrose 4%", "Net Income")
-    assert _opens_with("Overview: the year", "Overview")
-    assert not _opens_with("PART III\nItem 10", "PART I")
-    assert not _opens_with("Net Incomes", "Net Income")
-    assert not _opens_with("Revenue rose", "Net Income")
+    assert opens_with("PART I\n\nItem 1. Business", "PART I")
+    assert opens_with("Net  Income\nrose 4%", "Net Income")
+    assert opens_with("Overview: the year", "Overview")
+    assert not opens_with("PART III\nItem 10", "PART I")
+    assert not opens_with("Net Incomes", "Net Income")
+    assert not opens_with("Revenue rose", "Net Income")

@@ -17,7 +17,7 @@ from research_fixtures import (
     worker_script,
 )
 
-from core.library import Evidence
+from core.evidence import Evidence
 from core.research import writer as writer_module
 from core.research.chain import CHAIN_HEAD
 from core.research.schemas import ResearchLimits

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from research_fixtures import _pdf, act, evidence, models, notes, pid_with, plan
 
-from core.library import Evidence
+from core.evidence import Evidence
 from core.research import steps
 from core.research.chain import CHAIN_HEAD, chain_lines
 from core.research.planner import normalize_plan

@@ -43,7 +43,8 @@ from collections.abc import Callable, Mapping
 from pydantic import BaseModel, Field
 
 from core.errors import CancelledError, ModelError, SourcebookError, translate_errors
-from core.library import Evidence, Library
+from core.evidence import Evidence
+from core.library import Library
 from core.research import checks
 from core.research import run as research_run
 from core.research.citations import bracket_labels, cite_quotations, states_absence

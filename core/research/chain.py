@@ -20,8 +20,8 @@ import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping
 
+from core.evidence import Evidence
 from core.ingest.entities import find_entities
-from core.library import Evidence
 from core.research.arithmetic import calculations, sourced
 from core.research.citations import (
     citation_tokens,

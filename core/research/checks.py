@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable
 
 from core.errors import SourcebookError
-from core.library import Evidence
+from core.evidence import Evidence
 from core.research import chain, support, writer
 from core.research.citations import (
     CitationChecker,

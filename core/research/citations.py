@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.library import Evidence
+from core.evidence import Evidence
 from core.research.arithmetic import CONSTANTS, Calculation, calculations
 from core.research.schemas import CitationRecord, FlaggedClaim, RemovedCitation
 from core.research.words import fold

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from core.library import Evidence
+from core.evidence import Evidence
 from core.research.citations import cited_text, key_terms, terms_missing
 from core.research.schemas import (
     FACT_MAX,

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.library import Evidence
+from core.evidence import Evidence
 from core.research.arithmetic import calculations
 from core.research.citations import cited_sentences, excerpt
 from core.research.schemas import WORKED_AS, FlaggedClaim

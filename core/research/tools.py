@@ -41,9 +41,10 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, create_model
 
 from core.errors import SourcebookError, WebAccessError
+from core.evidence import Evidence
 from core.ingest.web import normalise_url, stored_copy
 from core.ingest.websearch import SearchProvider, find_urls, page_links, search_provider
-from core.library import Evidence, Library
+from core.library import Library
 from core.research.schemas import ActionName, Boundary, ResearchLimits, ToolResult, action_model
 from core.tasks import TaskLog
 from graph.errors import GraphError

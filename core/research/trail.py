@@ -30,7 +30,7 @@ from collections.abc import Callable, Collection
 
 import numpy as np
 
-from core.library import Evidence
+from core.evidence import Evidence
 from core.research.citations import (
     check_claims,
     cited_text,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core.library import Evidence
+from core.evidence import Evidence
 from core.research.arithmetic import TIMES_100, evaluate, operands, sourced
 from core.text import NUMBER_RE, PER_CENT, YEAR, figures, plain_number
 

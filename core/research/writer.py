@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import ModelError
-from core.library import Evidence
+from core.evidence import Evidence
 from core.research import steps
 from core.research.chain import chain_block
 from core.research.citations import (
