@@ -39,8 +39,7 @@ def report(answer: str = "the Dravin River", facts: tuple[str, ...] = (FACT1, FA
 
 def link_sentences(markdown: str) -> dict[str, float]:
     """Each link sentence, supported: the first at .85, the rest at .95."""
-    said = [s for ln in chain_lines(markdown) for s, _, _ in chain.cited_sentences(ln)]
-    return {s: (0.85 if i == 0 else 0.95) for i, s in enumerate(said)}
+    return {s: (0.85 if i == 0 else 0.95) for i, s in enumerate(chain.link_sentences(markdown))}
 
 
 def test_chain_block_lists_one_cited_fact_per_step() -> None:
@@ -106,6 +105,7 @@ def _judge(
     joins_need_chain: bool = False,
     worked_needs_chain: bool = False,
     chained: bool = True,
+    unchecked: bool = False,
 ) -> tuple[list[support.Judgement], list[str]]:
     """Judge with each claim's p(yes) looked up by a word it holds; returns the judgements and
     the claims the model was asked about."""
@@ -141,6 +141,7 @@ def _judge(
         )
         if chained
         else None,
+        unchecked_chain=(lambda held: chain.unchecked(markdown, held)) if unchecked else None,
         joins_need_chain=joins_need_chain,
         worked_needs_chain=worked_needs_chain,
     )
@@ -166,6 +167,36 @@ def test_a_link_that_fails_sends_the_answer_to_the_joint_judgment() -> None:
     assert f"- {RETOLD} [{ID2}]." in flagged  # the weak link is flagged
     assert any(s.startswith(MARK) for s in flagged)  # and the answer, judged whole, too
     assert not judged[0].by_chain
+
+
+BORN_RETOLD = "Kelmor is where Tomas Varga was born"  # the first step in words of its own
+
+
+def test_unchecked_means_a_chain_none_of_whose_links_passed() -> None:
+    md = report(facts=(BORN_RETOLD, RETOLD))
+    links = chain.link_sentences(md)
+    assert len(links) == 2
+    assert chain.unchecked(md, {})
+    assert chain.unchecked(md, {"Kelmor lies in a valley [ev1:00000000000000a1].": 0.9})
+    assert not chain.unchecked(md, {links[1]: 0.9})
+    assert not chain.unchecked(f"{MARK} the Dravin River [{ID2}].", {})  # no chain
+
+
+def test_an_answer_whose_chain_has_no_checked_link_is_flagged_unjudged() -> None:
+    # both links fail their own checks; the joint judgment would pass the answer
+    md = report(facts=(BORN_RETOLD, RETOLD))
+    p = {"Kelmor is where": 0.3, "Dravin River runs": 0.3, "A: ": 0.95}
+    judged, asked = _judge(md, p, unchecked=True)
+    assert not any(a.startswith("A: ") for a in asked)  # never asked as a whole
+    answer = judged[0]
+    assert answer.sentence.startswith(MARK) and not answer.supported
+    assert answer.reason() == support.CHAIN_UNCHECKED
+    # one link standing: the answer is judged whole, as before
+    judged, asked = _judge(md, {**p, "Kelmor is where": 0.9}, unchecked=True)
+    assert "A: the Dravin River" in asked and judged[0].supported
+    # the rule off: judged whole even with no link standing
+    judged, asked = _judge(md, p)
+    assert "A: the Dravin River" in asked and judged[0].supported
 
 
 JOINED_ANSWER = f"{MARK} the Dravin River [{ID1}][{ID2}]."
@@ -361,6 +392,19 @@ def test_run_withholds_an_answer_whose_chain_breaks_and_keeps_what_the_sources_s
     assert out.status == "insufficient_evidence"
     assert any(RETOLD in f.sentence for f in out.flagged_claims)
     assert not any(FACT1 in f.sentence for f in out.flagged_claims)
+
+
+def test_run_withholds_an_answer_none_of_whose_links_stands_without_judging_it_whole(
+    chain_app: Sourcebook,
+) -> None:
+    # both links in words of their own, each judged "no"; the body "yes"; the answer is not
+    # asked about as a whole (three judgments scripted, all asked)
+    retold = [{**STEPS[0], "fact": BORN_RETOLD}, {**STEPS[1], "fact": RETOLD}]
+    shorts = [_short(retold, "the Dravin River", ["E2"])]
+    out = _two_hop_run(chain_app, "chain-unchecked", ["no", "no", "yes"], shorts=shorts)
+    assert unverified(out.markdown.splitlines()[0])
+    assert out.status == "insufficient_evidence"
+    assert any(f.reason == support.CHAIN_UNCHECKED for f in out.flagged_claims)
 
 
 def test_with_chain_support_off_the_answer_is_judged_whole(chain_app: Sourcebook) -> None:

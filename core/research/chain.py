@@ -74,6 +74,11 @@ def chain_lines(markdown: str) -> list[str]:
     return []
 
 
+def link_sentences(markdown: str) -> list[str]:
+    """The cited sentences of ``markdown``'s chain (:func:`chain_lines`), in order."""
+    return [s for line in chain_lines(markdown) for s, ln, _ in cited_sentences(line) if ln == line]
+
+
 def withheld_head(markdown: str, flagged: Iterable[str] = ()) -> str:
     """``markdown`` with its chain's head saying the links are what the sources state, or,
     when a link holds one of the ``flagged`` sentences, that the unmarked links are."""
@@ -109,7 +114,7 @@ def carries(
     if used:
         return traces(used, markdown, supported)
     links = chain_lines(markdown)
-    sentences = [s for line in links for s, ln, _ in cited_sentences(line) if ln == line]
+    sentences = link_sentences(markdown)
     if not sentences or any(s not in supported for s in sentences):
         return None
     for before, after in itertools.pairwise(links):
@@ -120,6 +125,13 @@ def carries(
     if not asserted or terms_missing(asserted, _CITES.sub(" ", links[-1])):
         return None
     return min(supported[s] for s in sentences)
+
+
+def unchecked(markdown: str, supported: Mapping[str, float]) -> bool:
+    """Whether ``markdown`` has a chain of cited links and not one of them is in ``supported``
+    (sentences that passed the checks against their own passages)."""
+    links = link_sentences(markdown)
+    return bool(links) and not any(s in supported for s in links)
 
 
 def worked_figures(answer_line: str, question: str) -> list[str]:
@@ -136,12 +148,7 @@ def traces(used: list[str], markdown: str, supported: Mapping[str, float]) -> fl
     program redid the arithmetic and found each figure in a cited passage; that the figure is
     the line item and period the question asks for (the company's sales, not a region's; this
     year's, not last year's) is what a link says and its check confirms, one figure at a time."""
-    passed = {
-        s: supported[s]
-        for line in chain_lines(markdown)
-        for s, ln, _ in cited_sentences(line)
-        if ln == line and s in supported
-    }
+    passed = {s: supported[s] for s in link_sentences(markdown) if s in supported}
     weakest: list[float] = []
     for figure in used:
         stating = [p for s, p in passed.items() if figure in figures(_CITES.sub(" ", s))]

@@ -226,6 +226,7 @@ def _support_flags(
         return fit_messages(llm, "support", values, {"passages": "head"}, 1)
 
     mark = writer.ANSWER_MARK
+    chained = stage_on(ctx, "chain_support") and bool(chain.chain_lines(text))
     judged = support.judge_claims(
         text,
         get,
@@ -237,9 +238,10 @@ def _support_flags(
         embed=ctx.library.embedder.embed,
         on_chain=(
             (lambda held: chain.carries(_answer_line(text), text, st.question, held, mark))
-            if stage_on(ctx, "chain_support") and chain.chain_lines(text)
+            if chained
             else None
         ),
+        unchecked_chain=(lambda held: chain.unchecked(text, held)) if chained else None,
         joins_need_chain=stage_on(ctx, "chain_support"),
         worked_needs_chain=stage_on(ctx, "chain_support"),
     )

@@ -74,6 +74,11 @@ WORKED_UNTRACED = (
     "a figure it is worked out from is not stated by a checked step below it (which line item "
     "and period the figure is, from its passage), so it may be the wrong line or year"
 )
+#: Why an answer line with a chain under it is flagged unjudged when no link of that chain passed
+#: its checks: the steps it lists are how the report says it got there, and none of them stands.
+CHAIN_UNCHECKED = (
+    "none of the steps listed under it passed its checks, so nothing checked leads to this answer"
+)
 #: Claims judged per report, the answer line first; the rest keep the lexical checks alone.
 MAX_CLAIMS = 12
 PASSAGE_CHARS = 900
@@ -196,6 +201,7 @@ def judge_claims(
     skip: set[str] | None = None,
     embed: EmbedFn | None = None,
     on_chain: Callable[[dict[str, float]], float | None] | None = None,
+    unchecked_chain: Callable[[dict[str, float]], bool] | None = None,
     joins_need_chain: bool = False,
     worked_needs_chain: bool = False,
 ) -> list[Judgement]:
@@ -212,7 +218,10 @@ def judge_claims(
     chain carries it or it is flagged (:data:`JOIN_UNCARRIED`). With ``worked_needs_chain``, an
     answer line worked out from figures (its calculation holds) is not passed unjudged as the
     body's calculations are: its chain carries it (``on_chain``: a checked link states each
-    figure) or it is flagged (:data:`WORKED_UNTRACED`)."""
+    figure) or it is flagged (:data:`WORKED_UNTRACED`). With ``unchecked_chain``, an answer line
+    its chain does not carry is flagged unjudged (:data:`CHAIN_UNCHECKED`) when
+    ``unchecked_chain(supported)`` says no link of its chain passed: the report's own steps to
+    the answer all fail, so a judgment of the answer as a whole is not asked for."""
     todo: list[tuple[str, str, list[str]]] = []
     worked: tuple[str, str, list[str]] | None = None
     for sentence, line, ids in cited_sentences(markdown):
@@ -229,7 +238,9 @@ def judge_claims(
     answer_item = worked or (
         todo[0] if todo and answer_mark and todo[0][1].lstrip().startswith(answer_mark) else None
     )
-    if answer_item is not None and (on_chain is not None or worked is not None):
+    if answer_item is not None and (
+        on_chain is not None or unchecked_chain is not None or worked is not None
+    ):
         # the answer line last: its chain's links decide first
         todo = [*(t for t in todo if t != answer_item), answer_item]
     out: list[Judgement] = []
@@ -255,6 +266,14 @@ def judge_claims(
         ):
             none = Choice(option="no", probabilities={"yes": 0.0})
             out.insert(0, Judgement(sentence, ids, none, ANSWER_FLOOR, unjudged=JOIN_UNCARRIED))
+            continue
+        if (
+            unchecked_chain is not None
+            and (sentence, line, ids) == answer_item
+            and unchecked_chain({j.sentence: j.support for j in out if j.supported})
+        ):
+            none = Choice(option="no", probabilities={"yes": 0.0})
+            out.insert(0, Judgement(sentence, ids, none, ANSWER_FLOOR, unjudged=CHAIN_UNCHECKED))
             continue
         is_answer = bool(answer_mark) and line.lstrip().startswith(answer_mark)
         if not is_answer and quoted(sentence, found):
