@@ -429,6 +429,18 @@ def test_a_fragment_is_no_link() -> None:
     assert _links({"steps": steps}) == [(FACT1, "E1"), (f"{FACT2} (to the sea)", "E4")]
 
 
+def test_a_fact_cut_at_a_space_is_no_link_when_read_again() -> None:
+    from core.research.schemas import FACT_MAX, short_answer_model
+    from core.research.writer import _links
+
+    cut = f"{FACT1} in parish {'r' * FACT_MAX}"[: FACT_MAX - 1] + " "  # cut after a word
+    steps = [{**STEPS[0], "fact": cut}, STEPS[1]]
+    ran = _short(steps, "the Dravin River", ["E2"])
+    again = short_answer_model(["E1", "E2"]).model_validate(ran).model_dump(mode="json")
+    assert again["steps"][0]["fact"] == cut.rstrip()  # as a resumed run reads it
+    assert _links(ran) == _links(again) == [(FACT2, "E2")]
+
+
 def test_a_fact_cut_at_its_bound_is_no_link(chain_app: Sourcebook) -> None:
     # a small model copying its passage past the fact's bound: the cut fact states nothing whole
     copied = f"{FACT1} in 1931, " + " ".join(f"and parish record {n} says so" for n in range(8))
