@@ -31,7 +31,10 @@ STAGES: dict[str, str] = {
     "claim_check": "flag sentences whose names and figures their cited passages lack",
     "answer_subject": "tie the answer line to what the question names by a passage read, else flag",
     "support_check": "flag claims the model judges their cited passages do not state",
-    "chain_support": "let the answer stand on its checked links; joined or worked ones only so",
+    "chain_support": (
+        "let the answer stand on its checked links; joined or worked ones only so, and none "
+        "whose links all fail"
+    ),
     "answer_kind": "flag an answer line that is not the kind of thing the question asks for",
     "withhold_answer": "mark an answer line a check flags as not verified, in words",
     "answer_consistency": "flag body sentences answering the question otherwise than the answer",
