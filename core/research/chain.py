@@ -10,6 +10,7 @@ passage, at the single-passage floor). The answer line then stands on its chain
 before it found that the question does not name (the bridge), and the last link names what the
 answer asserts. Otherwise the answer line is judged as a whole against all its cited passages,
 as it is without a chain: a judgment a small model finds hard when the passages must be joined.
+When no link passed (:func:`unchecked`), it is not judged: the steps the report gives all fail.
 
 No model and no I/O; pure functions of the report text.
 """

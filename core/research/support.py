@@ -15,7 +15,8 @@ it claims, unless it stands on its chain (:mod:`core.research.chain`): the links
 fact and one passage each, are judged first, and when they all pass, join, and end in the
 answer, the answer is not judged again as a whole; an answer joining passages of several
 documents that its chain does not carry is flagged without that judgment, which for such
-answers is no better than chance (:data:`ANSWER_FLOOR`). A sentence quoting its passage word
+answers is no better than chance (:data:`ANSWER_FLOOR`), and so is an answer of whose chain no
+link passed (:data:`CHAIN_UNCHECKED`). A sentence quoting its passage word
 for word is not judged (:func:`quoted`), nor is one whose written-out calculation holds: the
 program redid the arithmetic, and the claim check found each operand in the cited text. That
 does not make the operands the line items and periods asked for, so an answer line worked out
