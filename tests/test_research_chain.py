@@ -141,7 +141,7 @@ def _judge(
         )
         if chained
         else None,
-        unchecked_chain=(lambda held: chain.unchecked(markdown, held)) if unchecked else None,
+        chain_links=chain.link_sentences(markdown) if unchecked else (),
         joins_need_chain=joins_need_chain,
         worked_needs_chain=worked_needs_chain,
     )
@@ -172,14 +172,10 @@ def test_a_link_that_fails_sends_the_answer_to_the_joint_judgment() -> None:
 BORN_RETOLD = "Kelmor is where Tomas Varga was born"  # the first step in words of its own
 
 
-def test_unchecked_means_a_chain_none_of_whose_links_passed() -> None:
+def test_link_sentences_are_the_chains_cited_sentences_in_order() -> None:
     md = report(facts=(BORN_RETOLD, RETOLD))
-    links = chain.link_sentences(md)
-    assert len(links) == 2
-    assert chain.unchecked(md, {})
-    assert chain.unchecked(md, {"Kelmor lies in a valley [ev1:00000000000000a1].": 0.9})
-    assert not chain.unchecked(md, {links[1]: 0.9})
-    assert not chain.unchecked(f"{MARK} the Dravin River [{ID2}].", {})  # no chain
+    assert chain.link_sentences(md) == [f"- {BORN_RETOLD} [{ID1}].", f"- {RETOLD} [{ID2}]."]
+    assert chain.link_sentences(f"{MARK} the Dravin River [{ID2}].") == []  # no chain
 
 
 def test_an_answer_whose_chain_has_no_checked_link_is_flagged_unjudged() -> None:

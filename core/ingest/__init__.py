@@ -260,10 +260,8 @@ def iter_jsonl(
     )
 
 
-# ---------------------------------------------------------------- extraction in a child process
+# ---------------------------------------------------------------- the collector during extraction
 
-# The child imports only what extraction needs, so it starts in ~1 s: see
-# :func:`core.frozen.serve_extractor`, which a packaged app's binary runs too.
 _gc_lock = threading.Lock()
 _gc_pausers = 0
 _gc_was_enabled = True
@@ -300,6 +298,10 @@ def collections_paused() -> Iterator[None]:
                     gc.enable()
 
 
+# ---------------------------------------------------------------- extraction in a child process
+
+# The child imports only what extraction needs, so it starts in ~1 s: see
+# :func:`core.frozen.serve_extractor`, which a packaged app's binary runs too.
 _CHILD_MAIN = """
 import sys
 sys.path[:] = {path!r}

@@ -10,7 +10,7 @@ passage, at the single-passage floor). The answer line then stands on its chain
 before it found that the question does not name (the bridge), and the last link names what the
 answer asserts. Otherwise the answer line is judged as a whole against all its cited passages,
 as it is without a chain: a judgment a small model finds hard when the passages must be joined.
-When no link passed (:func:`unchecked`), it is not judged: the steps the report gives all fail.
+When no link passed, it is not judged: the steps the report gives all fail.
 
 No model and no I/O; pure functions of the report text.
 """
@@ -126,13 +126,6 @@ def carries(
     if not asserted or terms_missing(asserted, _CITES.sub(" ", links[-1])):
         return None
     return min(supported[s] for s in sentences)
-
-
-def unchecked(markdown: str, supported: Mapping[str, float]) -> bool:
-    """Whether ``markdown`` has a chain of cited links and not one of them is in ``supported``
-    (sentences that passed the checks against their own passages)."""
-    links = link_sentences(markdown)
-    return bool(links) and not any(s in supported for s in links)
 
 
 def worked_figures(answer_line: str, question: str) -> list[str]:

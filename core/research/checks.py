@@ -241,7 +241,7 @@ def _support_flags(
             if chained
             else None
         ),
-        unchecked_chain=(lambda held: chain.unchecked(text, held)) if chained else None,
+        chain_links=chain.link_sentences(text) if chained else [],
         joins_need_chain=stage_on(ctx, "chain_support"),
         worked_needs_chain=stage_on(ctx, "chain_support"),
     )

@@ -34,7 +34,7 @@ then judge that its passages state that figure.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -202,7 +202,7 @@ def judge_claims(
     skip: set[str] | None = None,
     embed: EmbedFn | None = None,
     on_chain: Callable[[dict[str, float]], float | None] | None = None,
-    unchecked_chain: Callable[[dict[str, float]], bool] | None = None,
+    chain_links: Sequence[str] = (),
     joins_need_chain: bool = False,
     worked_needs_chain: bool = False,
 ) -> list[Judgement]:
@@ -219,10 +219,10 @@ def judge_claims(
     chain carries it or it is flagged (:data:`JOIN_UNCARRIED`). With ``worked_needs_chain``, an
     answer line worked out from figures (its calculation holds) is not passed unjudged as the
     body's calculations are: its chain carries it (``on_chain``: a checked link states each
-    figure) or it is flagged (:data:`WORKED_UNTRACED`). With ``unchecked_chain``, an answer line
-    its chain does not carry is flagged unjudged (:data:`CHAIN_UNCHECKED`) when
-    ``unchecked_chain(supported)`` says no link of its chain passed: the report's own steps to
-    the answer all fail, so a judgment of the answer as a whole is not asked for."""
+    figure) or it is flagged (:data:`WORKED_UNTRACED`). With ``chain_links`` (the chain's cited
+    sentences), an answer line its chain does not carry is flagged unjudged
+    (:data:`CHAIN_UNCHECKED`) when not one of them passed: the report's own steps to the answer
+    all fail, so a judgment of the answer as a whole is not asked for."""
     todo: list[tuple[str, str, list[str]]] = []
     worked: tuple[str, str, list[str]] | None = None
     for sentence, line, ids in cited_sentences(markdown):
@@ -239,9 +239,7 @@ def judge_claims(
     answer_item = worked or (
         todo[0] if todo and answer_mark and todo[0][1].lstrip().startswith(answer_mark) else None
     )
-    if answer_item is not None and (
-        on_chain is not None or unchecked_chain is not None or worked is not None
-    ):
+    if answer_item is not None and (on_chain is not None or chain_links or worked is not None):
         # the answer line last: its chain's links decide first
         todo = [*(t for t in todo if t != answer_item), answer_item]
     out: list[Judgement] = []
@@ -269,9 +267,9 @@ def judge_claims(
             out.insert(0, Judgement(sentence, ids, none, ANSWER_FLOOR, unjudged=JOIN_UNCARRIED))
             continue
         if (
-            unchecked_chain is not None
+            chain_links
             and (sentence, line, ids) == answer_item
-            and unchecked_chain({j.sentence: j.support for j in out if j.supported})
+            and not any(j.supported and j.sentence in chain_links for j in out)
         ):
             none = Choice(option="no", probabilities={"yes": 0.0})
             out.insert(0, Judgement(sentence, ids, none, ANSWER_FLOOR, unjudged=CHAIN_UNCHECKED))
