@@ -437,6 +437,19 @@ def test_a_fact_cut_at_a_space_is_no_link_when_read_again() -> None:
     assert _links(ran) == _links(again) == [(FACT2, "E2")]
 
 
+def test_a_cut_reads_the_same_when_validated_again() -> None:
+    from core.research.schemas import FACT_MAX, short_answer_model
+
+    model = short_answer_model(["E1", "E2"])
+    long_fact = f"{FACT1} in parish {'r' * FACT_MAX}"
+    at_space = long_fact[: FACT_MAX - 1] + " " + long_fact  # the bound falls just after a space
+    steps = [{**STEPS[0], "fact": at_space}, STEPS[1]]
+    once = model.model_validate(_short(steps, "the Dravin River", ["E2"])).model_dump(mode="json")
+    twice = model.model_validate(once).model_dump(mode="json")
+    assert once["steps"][0]["fact"] == at_space[: FACT_MAX - 1]
+    assert twice == once
+
+
 def test_a_fact_cut_at_its_bound_is_no_link(chain_app: Sourcebook) -> None:
     # a small model copying its passage past the fact's bound: the cut fact states nothing whole
     copied = f"{FACT1} in 1931, " + " ".join(f"and parish record {n} says so" for n in range(8))

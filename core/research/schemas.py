@@ -76,10 +76,14 @@ _SCHEMA_ECHO_RE = re.compile(r"[\s,;:(]*\b(?:(?:is|are)\s+)?at most \d+ characte
 
 
 def _cut(n: int) -> Any:
+    """Whitespace collapsed, then cut to ``n`` characters; idempotent (a cut after a word drops
+    the space it ends at), so validating a logged value again (resume, replay) reads what the
+    run read."""
+
     def cut(v: Any) -> Any:
         if not isinstance(v, str):
             return v
-        return " ".join(_SCHEMA_ECHO_RE.sub("", v).split())[:n]
+        return " ".join(_SCHEMA_ECHO_RE.sub("", v).split())[:n].rstrip()
 
     return cut
 

@@ -237,9 +237,8 @@ def _whole(fact: str) -> bool:
     """Whether ``fact`` can be a sentence: under its bound (one that fills it was cut
     mid-sentence, a small model copying its passage), three words or more, and every bracket it
     opens closed (a small model also copies a passage's title and the start of its first line:
-    "Tarsk Mills Tarsk Mills ("). A cut may end at a space, which the logged fact keeps and a
-    resumed or replayed run, validating it again, drops: a fact one character short of the
-    bound filled it too, so both runs read the same chain."""
+    "Tarsk Mills Tarsk Mills ("). A cut that ends at a space drops it: a fact one character
+    short of the bound filled it too (logs written before the cut did so keep the space)."""
     opened = fact.count("(") + fact.count("[")
     closed = fact.count(")") + fact.count("]")
     return len(fact.rstrip()) < FACT_MAX - 1 and len(fact.split()) >= 3 and opened == closed
