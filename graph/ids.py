@@ -8,6 +8,7 @@ import re
 EVIDENCE_PREFIX = "ev1:"
 _SPAN_RE = re.compile(r"^(ev1:[0-9a-f]{16})#(\d+)-(\d+)$")
 _PASSAGE_RE = re.compile(r"^ev1:[0-9a-f]{16}$")
+CITED_ID_RE = re.compile(r"\[(ev1:[0-9a-f]{16}(?:#\d+-\d+)?)\]")  # "[ev1:…]" in a report
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -13,7 +13,6 @@ from core.research.citations import (
     check_claims,
     citation_tokens,
     cite_quotations,
-    key_terms,
     rewrite_citations,
 )
 from core.research.planner import (
@@ -25,6 +24,7 @@ from core.research.planner import (
 )
 from core.research.sanitize import renumber, safe_url, sanitize_links
 from core.research.schemas import ResearchPlan, action_model, notes_model
+from core.research.terms import key_terms
 
 HOSTILE = [
     "javascript:alert(1)",

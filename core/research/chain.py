@@ -24,15 +24,10 @@ from collections.abc import Callable, Iterable, Mapping
 from core.evidence import Evidence
 from core.ingest.entities import find_entities
 from core.research.arithmetic import calculations, sourced
-from core.research.citations import (
-    citation_tokens,
-    cited_sentences,
-    cited_text,
-    key_terms,
-    terms_missing,
-)
+from core.research.citations import citation_tokens, cited_sentences, cited_text
 from core.research.schemas import FlaggedClaim
 from core.research.support import answer_line_sentence
+from core.research.terms import key_terms, terms_missing
 from core.text import STOP_WORDS, figures
 
 CHAIN_HEAD = "*How the sources lead there:*"

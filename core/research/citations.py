@@ -6,31 +6,28 @@ writer once (ids that exist in the boundary are fetched instead); what still fai
 and recorded with the reason. A sentence citing several passages keeps those that hold what it
 says (:func:`narrow_citations`); one naming what its passages lack also cites passages the run
 fetched that hold it (:func:`complete_citations`). Then each cited sentence is compared with
-its cited text: numbers, dates and names in the sentence must appear there (a place may appear
-as its demonym), and the sentence must be semantically close to it (embedder cosine);
+its cited text: numbers, dates and names in the sentence must appear there
+(:mod:`core.research.terms`), and the sentence must be semantically close to it (embedder cosine);
 calculations it writes out are redone (:mod:`core.research.arithmetic`). Unsupported claims
 are flagged, not hidden, and so are claims whose support the completion pieced together.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import json
 import logging
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numpy as np
 
 from core.evidence import Evidence
 from core.research.arithmetic import CONSTANTS, Calculation, calculations
 from core.research.schemas import CitationRecord, FlaggedClaim, RemovedCitation
-from core.research.words import fold
-from core.text import MONTHS, NUMBER_RE, STOP_WORDS, figures, month_numbers, sentence_ranges
-from graph.ids import parse_evidence_id
+from core.research.terms import key_terms, normalised, terms_missing
+from core.text import NUMBER_RE, sentence_ranges
+from graph.ids import CITED_ID_RE, parse_evidence_id
 from graph.schemas import Document
 
 logger = logging.getLogger(__name__)
@@ -83,10 +80,10 @@ def cite_quotations(markdown: str, texts: dict[str, str]) -> str:
     citing it, and every sentence of the paste was flagged as uncited although it is the
     passage's own text. A quotation found in no passage is left as it is (and checked as
     any claim)."""
-    flat = {label: _norm(text) for label, text in texts.items()}
+    flat = {label: normalised(text) for label, text in texts.items()}
 
     def cite(m: re.Match[str]) -> str:
-        quoted = _norm(m.group(1)).strip(" .…")
+        quoted = normalised(m.group(1)).strip(" .…")
         if len(quoted.split()) < QUOTE_MIN_WORDS or _CITED_NEXT.match(markdown, m.end()):
             return m.group(0)
         label = next((k for k, t in flat.items() if quoted in t), None)
@@ -185,78 +182,6 @@ class CitationChecker:
 
 # ----------------------------------------------------------------------------- claim support
 
-_ID_TOKEN_RE = re.compile(r"\[(ev1:[0-9a-f]{16}(?:#\d+-\d+)?)\]")
-
-
-def _norm(text: str) -> str:
-    """Lower case, accents folded ("Sao Tome" is the passage's "São Tomé"), no
-    thousands commas, one space between words."""
-    return " ".join(fold(text.replace(",", "").replace("\u2019", "'")).split())
-
-
-_NUMERIC_DATE_RE = re.compile(
-    r"\b(\d{1,2})/\d{1,2}/\d{2,4}\b"  # 11/27/2007 (US month first)
-    r"|\b\d{4}-(\d{1,2})-\d{1,2}\b"  # 2007-11-27
-)
-
-
-def _has_month(month: str, cited: str) -> bool:
-    """A month name counts as present when the cited text names it or its short form as a
-    word (Nov, Sept; not the "mar" of "market") or writes a numeric date in that month
-    (11/27/2007, 2007-11-27)."""
-    n = MONTHS.index(month) + 1
-    if n in month_numbers(cited):
-        return True
-    return any(int(m.group(1) or m.group(2)) == n for m in _NUMERIC_DATE_RE.finditer(cited))
-
-
-DEMONYMS = Path(__file__).resolve().parents[2] / "resources" / "glossary" / "demonyms.json"
-
-
-@functools.cache
-def _same_place() -> dict[str, tuple[str, ...]]:
-    """Place or demonym -> the other words naming it ("france" -> ("french",))."""
-    out: dict[str, set[str]] = {}
-    for names in json.loads(DEMONYMS.read_text(encoding="utf-8"))["names"]:
-        for name in names:
-            out.setdefault(name, set()).update(n for n in names if n != name)
-    return {k: tuple(sorted(v)) for k, v in out.items()}
-
-
-def _present(term: str, cited: str) -> bool:
-    """Whether the normalised ``cited`` text holds ``term``: as written, or for a month its
-    abbreviation or a numeric date, or for a place its demonym and the other way round (the
-    claim's "France" is the passage's "French painter")."""
-    t = _norm(term)
-    if t in MONTHS:
-        return _has_month(t, cited)
-    if t in cited:
-        return True
-    return any(re.search(rf"\b{re.escape(o)}\b", cited) for o in _same_place().get(t, ()))
-
-
-def terms_missing(terms: list[str], text: str) -> list[str]:
-    """The ``terms`` (from :func:`key_terms`) that ``text`` does not hold, compared as the
-    claim check compares them (case, accents and thousands commas aside)."""
-    held = _norm(text)
-    return [t for t in terms if not _present(t, held)]
-
-
-def key_terms(sentence: str) -> list[str]:
-    """Numbers, dates and names a cited sentence asserts."""
-    plain = _ID_TOKEN_RE.sub(" ", sentence)
-    plain = re.sub(r"^[\s>*#\-\d.)]+", " ", plain)  # list markers, headings
-    plain = re.sub(r"^\s*step\s+\d+\s*[:.)]", " ", plain, flags=re.I)  # "Step 2:" numbers a step
-    terms: list[str] = figures(plain)
-    words = re.findall(r"[^\W\d_](?:[^\W\d_]|['\-])+", plain)  # "Brückner", not "Br"
-    for i, w in enumerate(words):
-        low = w.lower()
-        if low in MONTHS:
-            terms.append(low)
-        elif w[0].isupper() and i > 0 and low not in STOP_WORDS and len(w) > 2:
-            terms.append(re.sub(r"'s$", "", w, flags=re.I).strip("'"))  # ACME's names ACME
-    return list(dict.fromkeys(t for t in terms if t))
-
 
 def cited_text(ev: Evidence) -> str:
     """What a citation backs: the passage, and the title and pages the Sources list shows
@@ -264,7 +189,7 @@ def cited_text(ev: Evidence) -> str:
     return f"{ev.title} p. {' '.join(map(str, ev.pages))}\n{ev.text}"
 
 
-def _sentences(markdown: str, cites: re.Pattern[str] = _ID_TOKEN_RE) -> Iterator[tuple[str, str]]:
+def _sentences(markdown: str, cites: re.Pattern[str] = CITED_ID_RE) -> Iterator[tuple[str, str]]:
     """(sentence, its line) in order, split as passages are (abbreviations and initials do not
     end a sentence: "ACME CORP. — Form 10-K", "J. Edgar Northcote"); a citation (``cites``) or
     mark standing alone after a sentence ("Claim. [id]", "Claim. ⚠") belongs to it."""
@@ -283,7 +208,7 @@ def cited_sentences(markdown: str) -> Iterator[tuple[str, str, list[str]]]:
     """(sentence, its line, the evidence ids it cites) for each sentence of a draft whose
     citations are canonical (``[ev1:...]``), split as the claim check splits them."""
     for sentence, line in _sentences(markdown):
-        yield sentence, line, list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
+        yield sentence, line, list(dict.fromkeys(CITED_ID_RE.findall(sentence)))
 
 
 _NUMBERED_RE = re.compile(r"\[\d{1,3}\]")
@@ -340,7 +265,7 @@ def narrow_citations(
     def narrowed(sentence: str, line: str) -> str | None:
         if keep_lines and line.lstrip().startswith(keep_lines):
             return None
-        ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
+        ids = list(dict.fromkeys(CITED_ID_RE.findall(sentence)))
         terms = key_terms(sentence)
         if len(ids) < 2 or not terms:
             return None
@@ -382,14 +307,14 @@ def complete_citations(
     naming what the sentence lacked is added, and a sentence still not held stays flagged.
     Lines ``keep`` answers true for are left as they are (the answer's chain: each link must
     hold on its one passage, so one that does not is flagged, not propped up)."""
-    cited = set(_ID_TOKEN_RE.findall(markdown))
+    cited = set(CITED_ID_RE.findall(markdown))
     held_by = {
         i: cited_text(ev) for i in dict.fromkeys(candidates) if (ev := evidence(i)) is not None
     }
     assembled: dict[str, list[str]] = {}
 
     def completed(sentence: str, line: str) -> str | None:
-        ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
+        ids = list(dict.fromkeys(CITED_ID_RE.findall(sentence)))
         if not ids or keep(line):
             return None
         derived = _calculated(sentence, question)[1]
@@ -422,7 +347,7 @@ def complete_citations(
             missing = terms_missing(missing, texts.pop(best))
         if missing or not added:
             return None
-        end = [m.end() for m in _ID_TOKEN_RE.finditer(sentence)][-1]
+        end = [m.end() for m in CITED_ID_RE.finditer(sentence)][-1]
         done = sentence[:end] + "".join(f"[{i}]" for i in added) + sentence[end:]
         if not alone:
             assembled[done] = lacked
@@ -436,7 +361,7 @@ def _calculated(sentence: str, question: str) -> tuple[Calculation | None, set[s
     not find in a passage: a result that holds is derived from its operands, and so are the
     constants it brings (x 100 for a percentage) and the figures it takes from the question
     (365)."""
-    calcs = calculations(_ID_TOKEN_RE.sub(" ", sentence))
+    calcs = calculations(CITED_ID_RE.sub(" ", sentence))
     wrong = next((c for c in calcs if not c.holds), None)
     derived = {c.stated_text for c in calcs}
     used = [o for c in calcs for o in c.operands]
@@ -468,14 +393,14 @@ def check_claims(
     items: list[tuple[str, list[str], str]] = []
     claims: list[str] = []
     for sentence, line in _sentences(markdown):
-        ids = list(dict.fromkeys(_ID_TOKEN_RE.findall(sentence)))
+        ids = list(dict.fromkeys(CITED_ID_RE.findall(sentence)))
         wrong, derived = _calculated(sentence, question)
         if wrong is not None:
             reason = f"the arithmetic does not hold: {wrong.text} (it comes to {wrong.comes_to})"
             flagged.append(FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason))
             continue
         if not ids:
-            around = [e for e in map(evidence, _ID_TOKEN_RE.findall(line)) if e is not None]
+            around = [e for e in map(evidence, CITED_ID_RE.findall(line)) if e is not None]
             reason = uncited_claim(sentence, line, around, question, derived)
             if reason:
                 flagged.append(FlaggedClaim(sentence=sentence, evidence_ids=[], reason=reason))
@@ -501,7 +426,7 @@ def check_claims(
             flagged.append(FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason))
             continue
         items.append((sentence, ids, " ".join(texts)))
-        claim = _ID_TOKEN_RE.sub(" ", sentence)
+        claim = CITED_ID_RE.sub(" ", sentence)
         if answer_lines and line.lstrip().startswith(answer_lines):
             claim = f"{question} {claim.replace(answer_lines, ' ')}"
         claims.append(claim)
@@ -566,7 +491,7 @@ def uncited_claim(
 
 def excerpt(sentence: str, chars: int = 90) -> str:
     """A flagged sentence as the Flagged claims list quotes it: no citations, cut to ``chars``."""
-    text = " ".join(_ID_TOKEN_RE.sub("", sentence).replace("⚠", "").split())
+    text = " ".join(CITED_ID_RE.sub("", sentence).replace("⚠", "").split())
     text = re.sub(r"\s+([.,;:!?])", r"\1", text)
     return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from core.research.citations import cited_sentences, excerpt, key_terms, terms_missing
+from core.research.citations import cited_sentences, excerpt
 from core.research.schemas import FlaggedClaim
+from core.research.terms import key_terms, terms_missing
 from core.research.trail import TRAIL_HEADING
 from core.research.words import content_words
 

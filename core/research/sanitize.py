@@ -16,6 +16,7 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from core.research.schemas import CitationRecord
+from graph.ids import CITED_ID_RE
 
 SHORTENERS = frozenset(
     [
@@ -61,7 +62,6 @@ _BARE_RE = re.compile(
     re.IGNORECASE,
 )
 _HTML_RE = re.compile(r"</?[a-zA-Z!][^>]*>")
-_ID_RE = re.compile(r"\[(ev1:[0-9a-f]{16}(?:#\d+-\d+)?)\]")
 
 
 def safe_url(url: str) -> bool:
@@ -133,7 +133,7 @@ def renumber(markdown: str, doc_of: Callable[[str], str]) -> tuple[str, dict[str
         numbers[ev_id] = doc_number[doc]
         return f"[{doc_number[doc]}]"
 
-    text = _ID_RE.sub(sub, markdown)
+    text = CITED_ID_RE.sub(sub, markdown)
     text = re.sub(  # [1][1] -> [1], [1][2][1] -> [1][2] (two passages of one document)
         r"(?:\[\d+\]){2,}",
         lambda m: "".join(f"[{n}]" for n in dict.fromkeys(re.findall(r"\d+", m.group(0)))),

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from core.evidence import Evidence
-from core.research.citations import cited_text, key_terms, terms_missing
+from core.research.citations import cited_text
 from core.research.schemas import (
     FACT_MAX,
     STEP_REF,
@@ -29,6 +29,7 @@ from core.research.schemas import (
     ResearchPlan,
     ResearchQuery,
 )
+from core.research.terms import key_terms, terms_missing
 from core.text import sentence_ranges
 
 GetFn = Callable[[str], Evidence | None]

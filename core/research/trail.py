@@ -31,14 +31,9 @@ from collections.abc import Callable, Collection
 import numpy as np
 
 from core.evidence import Evidence
-from core.research.citations import (
-    check_claims,
-    cited_text,
-    key_terms,
-    states_absence,
-    terms_missing,
-)
+from core.research.citations import check_claims, cited_text, states_absence
 from core.research.schemas import ResearchNotes
+from core.research.terms import key_terms, terms_missing
 from core.research.words import unaccented
 
 TRAIL_HEADING = "## Research trail"

@@ -18,12 +18,7 @@ from core.errors import ModelError
 from core.evidence import Evidence
 from core.research import steps
 from core.research.chain import chain_block
-from core.research.citations import (
-    cited_text,
-    credibility,
-    key_terms,
-    terms_missing,
-)
+from core.research.citations import cited_text, credibility
 from core.research.context import RunContext, invalid_output
 from core.research.drafts import line_key, repeat_cut, writer_stop
 from core.research.pipeline import record
@@ -36,6 +31,7 @@ from core.research.schemas import (
     short_answer_model,
 )
 from core.research.tables import labelled_rows, runs_on
+from core.research.terms import key_terms, terms_missing
 from core.research.words import content_words
 from core.research.worked import worked_answer
 from core.text import MONTH, sentence_ranges
