@@ -35,7 +35,7 @@ RESULTS = REPO / "bench" / "results"
 
 
 def measure(home: Path, questions_file: Path) -> dict[str, float | int]:
-    from core.eval import UnitMap, load_questions, pages0
+    from core.eval_data import UnitMap, load_questions, pages0
     from core.service import Sourcebook
     from graph import GraphStore
 

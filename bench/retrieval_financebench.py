@@ -56,7 +56,7 @@ def main() -> int:
     if not pdfs.is_dir():
         print(f"no FinanceBench data at {args.eval}", file=sys.stderr)
         return 2
-    from core.eval import UnitMap, load_questions, pages0, prepare_library
+    from core.eval_data import UnitMap, load_questions, pages0, prepare_library
     from core.service import Sourcebook
 
     tmp = tempfile.TemporaryDirectory()

@@ -14,7 +14,8 @@ from pdfgen import make_multipage_pdf, write_pdf
 from research_fixtures import act, notes, plan, run_cli
 
 from core.errors import ConfigError, NotFoundError
-from core.eval import Evaluator, load_questions, page_unit
+from core.eval import Evaluator
+from core.eval_data import load_questions, page_unit
 from core.eval_metrics import (
     exact_match,
     normalize_answer,
