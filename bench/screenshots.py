@@ -20,7 +20,7 @@ as an analyst would:
 The model is the real 0.5B starter by default (``--model``, any name ``sourcebook models``
 lists), with small limits so the run takes a few minutes on two cores (1 round, 1 worker,
 3 tool calls per research question); ``--scripted`` replays fixed answers
-(``models.llm.ScriptedLLM``) for a fast, deterministic run through the same panels.
+(``models.scripted.ScriptedLLM``) for a fast, deterministic run through the same panels.
 
 Saves the whole screen at each step as ``1_start.png`` ... ``7_citation_tooltip.png`` (256-colour
 PNGs of the screen's own colours, to keep them small) and ``screenshots.json`` (what was run and
@@ -65,7 +65,7 @@ from core.service import Report, Sourcebook  # noqa: E402
 from desktop.app import build_window, create_application, shutdown_operations  # noqa: E402
 from desktop.main_window import MainWindow  # noqa: E402
 from desktop.research_inputs import starter_plan  # noqa: E402
-from models.llm import ScriptedLLM  # noqa: E402
+from models.scripted import ScriptedLLM  # noqa: E402
 
 OUT = REPO / "bench" / "results" / "screenshots"
 DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"

@@ -2,9 +2,10 @@
 
 The real app (``MainWindow`` on a temporary home, offscreen) adds a many-page PDF generated with
 PyMuPDF through the library panel and, at the same moment, starts a research run from the
-research panel with scripted models (``models.llm.ScriptedLLM``: a plan, one worker that fetches
-a passage, a writer that streams its answer token by token). While they run, a user is simulated:
-every second a library search, and the evidence viewer opens a passage and renders its page.
+research panel with scripted models (``models.scripted.ScriptedLLM``: a plan, one worker that
+fetches a passage, a writer that streams its answer token by token). While they run, a user is
+simulated: every second a library search, and the evidence viewer opens a passage and renders its
+page.
 
 Both the add and the run use the one exclusive worker (library writes and model calls never
 overlap, by design), so the run starts when the add is done; the measured window covers both, and
@@ -49,7 +50,7 @@ from PySide6.QtCore import QEventLoop, Qt, QTimer  # noqa: E402
 import desktop.errors  # noqa: E402
 from core.service import Report, Sourcebook  # noqa: E402
 from desktop.app import build_window, create_application, shutdown_operations  # noqa: E402
-from models.llm import ScriptedLLM  # noqa: E402
+from models.scripted import ScriptedLLM  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 INTERVAL_MS = 5

@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field
 
 from models.discovery import ModelEntry, find_starter_spec
 from models.errors import ModelFileError, ModelNotFound
-from models.llm import LLM, ScriptedLLM
+from models.llm import LLM
+from models.scripted import ScriptedLLM
 
 logger = logging.getLogger(__name__)
 

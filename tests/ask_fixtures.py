@@ -5,14 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
-from models.llm import (
-    DEFAULT_MAX_TOKENS,
-    CancelToken,
-    ChatMessage,
-    Choice,
-    ScriptedCall,
-    ScriptedLLM,
-)
+from models.llm import DEFAULT_MAX_TOKENS, CancelToken, ChatMessage, Choice
+from models.scripted import ScriptedCall, ScriptedLLM
 
 _BLOCK = re.compile(r"^\[(E\d+)\] .*\n(.*)$", re.MULTILINE)
 

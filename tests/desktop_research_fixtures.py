@@ -18,7 +18,7 @@ from research_fixtures import HARBOR, RAIL, SECRET, _pdf, act, notes, pid_with, 
 
 from core.service import Report, Sourcebook
 from core.settings import ResearchLimits, Settings
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 MakeService = Callable[..., Sourcebook]
 

@@ -30,7 +30,8 @@ def main() -> int:
     from core.mcp_session import EvidenceSession
     from core.research.schemas import Boundary
     from core.service import Sourcebook
-    from models.llm import LLM, ScriptedLLM
+    from models.llm import LLM
+    from models.scripted import ScriptedLLM
 
     answers = json.loads(args.script.read_text(encoding="utf-8"))
     llms: dict[str, LLM] = {r: ScriptedLLM(a, name=f"scripted-{r}") for r, a in answers.items()}

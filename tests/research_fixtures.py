@@ -21,7 +21,7 @@ from core.cli_research import add_parsers
 from core.evidence import Evidence
 from core.research.schemas import UNVERIFIED_NOTE
 from core.service import Sourcebook
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 HARBOR = [
     "The Northport harbor handled 4,200 ships in 2019, a record for the port.",

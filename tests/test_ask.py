@@ -24,7 +24,7 @@ from core.cli import main
 from core.research.ask import NO_ANSWER_REPLY
 from core.research.schemas import UNVERIFIED_NOTE, Boundary, ResearchLimits, RunEvent
 from core.service import Sourcebook
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, short_answer=False)
 ONE_HIT = LIM.model_copy(update={"discover_k": 1, "discover_graph": False})  # reads little

@@ -22,7 +22,7 @@ from desktop import errors as desktop_errors
 from desktop.ask_panel import AskPanel
 from desktop.main_window import MainWindow
 from desktop.operations import Operations
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 TIMEOUT = 60_000
 FOUNDED = "When was the Northport Harbor Authority founded?"

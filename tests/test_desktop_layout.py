@@ -24,7 +24,7 @@ from desktop.main_window import MainWindow, pane_sizes
 from desktop.operations import Operations
 from desktop.pane_memory import FILE_NAME
 from desktop.research_panel import ResearchPanel
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 TIMEOUT = 30_000
 LAPTOP = (1366, 768)

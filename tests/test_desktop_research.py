@@ -29,7 +29,7 @@ from desktop.operations import Operations
 from desktop.research_inputs import SourcePicker, starter_plan
 from desktop.research_panel import ResearchPanel
 from models.errors import ModelBackendError
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 RUN_TIMEOUT = 60_000
 

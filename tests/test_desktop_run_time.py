@@ -26,7 +26,8 @@ from desktop.main_window import MainWindow
 from desktop.operations import OpContext, Operations
 from desktop.research_panel import ResearchPanel
 from desktop.run_progress import RunProgressView
-from models.llm import ChatMessage, ScriptedLLM
+from models.llm import ChatMessage
+from models.scripted import ScriptedLLM
 
 TIMEOUT = 30_000
 SHIPS_Q = "How many ships did the Northport harbor handle in 2019?"

@@ -22,9 +22,9 @@ from models.discovery import (
 )
 from models.errors import ModelFileError, ModelNotFound
 from models.gguf import read_gguf_info
-from models.llm import ScriptedLLM
 from models.openai_compat import EndpointConfig
 from models.registry import build_role_models, builtin_backends, resolve_model
+from models.scripted import ScriptedLLM
 from models.starter import STARTER_FAST, StarterSpec, ensure_starter, starter_status
 
 # ----------------------------------------------------------------------------- GGUF headers

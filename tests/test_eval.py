@@ -31,7 +31,7 @@ from core.eval_metrics import (
 from core.research.schemas import CitationRecord, Report
 from core.service import Sourcebook
 from core.settings import ResearchLimits, Settings
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 # ----------------------------------------------------------------------------- metrics
 

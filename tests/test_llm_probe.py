@@ -25,8 +25,9 @@ from core.service import Sourcebook
 from models import cpu_backend
 from models.errors import ModelBackendError
 from models.llamacpp import LlamaCppLLM
-from models.llm import ChatMessage, ScriptedLLM
+from models.llm import ChatMessage
 from models.probe import RuntimeCrashed, check_runtime, probe, run_probe
+from models.scripted import ScriptedLLM
 
 CRASH = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"]
 

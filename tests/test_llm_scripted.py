@@ -14,7 +14,6 @@ from models.llm import (
     LLM,
     BaseLLM,
     ChatMessage,
-    ScriptedLLM,
     check_options,
     extract_json_text,
     inline_refs,
@@ -22,6 +21,7 @@ from models.llm import (
     loop_cut,
 )
 from models.registry import builtin_backends
+from models.scripted import ScriptedLLM
 
 
 class Step(BaseModel):

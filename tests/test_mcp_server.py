@@ -35,7 +35,7 @@ from research_fixtures import (
 
 from core.cli_research import add_parsers
 from core.service import Sourcebook
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 BIN = Path(sys.executable).parent
 LAUNCHER = Path(__file__).with_name("mcp_scripted_server.py")

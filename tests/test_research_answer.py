@@ -24,7 +24,7 @@ from core.research.schemas import ResearchLimits
 from core.research.support import WORKED_UNTRACED
 from core.research.writer import key_sentences, strip_restatement, unlike_asked
 from core.service import Sourcebook
-from models.llm import ScriptedCall, ScriptedLLM
+from models.scripted import ScriptedCall, ScriptedLLM
 
 LIM = ResearchLimits(
     tool_loop=True, max_workers=1, max_rounds=1, read_top=0

@@ -23,7 +23,8 @@ from core.research.chain import (
 from core.research.citations import complete_citations
 from core.research.schemas import ResearchLimits
 from core.service import Sourcebook
-from models.llm import ChatMessage, Choice, ScriptedLLM
+from models.llm import ChatMessage, Choice
+from models.scripted import ScriptedLLM
 
 MARK = "**Answer:**"
 Q = "Which river flows through the town where Tomas Varga was born?"

@@ -36,7 +36,7 @@ from core.research.estimate import (
 from core.research.schemas import ResearchLimits, RunEvent
 from core.service import Sourcebook
 from core.tasks import TaskLog
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 M15 = {"planner": "qwen-1.5b", "researcher": "qwen-1.5b", "writer": "qwen-1.5b"}
 M05 = {"default": "qwen-0.5b"}

@@ -19,7 +19,7 @@ from core.research.schemas import Boundary, Finding, ResearchLimits, ResearchNot
 from core.research.tools import Fetched, Scope, Tools
 from core.research.words import focus_terms, gap_query, names
 from core.service import Sourcebook
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, short_answer=False, read_top=0)
 

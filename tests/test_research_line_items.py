@@ -14,7 +14,7 @@ from research_fixtures import (
 from core.research.line_items import line_item_query
 from core.research.schemas import ResearchLimits
 from core.service import Sourcebook
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 
 def test_a_metric_is_searched_by_its_line_items_with_the_query_subject() -> None:

@@ -23,7 +23,7 @@ from core.research.citations import bracket_labels
 from core.research.drafts import repeat_cut, without_prompt_echo
 from core.research.schemas import Boundary, ResearchLimits, ResearchPlan
 from core.service import Sourcebook
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, short_answer=False)
 NO_AUTO = LIM.model_copy(update={"auto_search": False})  # the model must choose to search

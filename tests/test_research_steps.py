@@ -22,7 +22,7 @@ from core.research.schemas import (
     notes_model,
 )
 from core.service import Sourcebook
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 Q = "Which river flows through the town where Tomas Varga was born?"
 Q1 = "In which town was Tomas Varga born?"

@@ -15,7 +15,7 @@ from core.research.planner import cover_question, ground_plan, keep_subjects
 from core.research.schemas import ResearchLimits, ResearchPlan
 from core.research.words import fold, subject_names, title_named
 from core.service import Sourcebook
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 PASSAGES = {
     "Lantern Road (song)": '"Lantern Road" is a 1971 single by Wes Harlan. It was his last hit.',

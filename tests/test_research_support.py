@@ -24,7 +24,8 @@ from core.research.pipeline import STAGES
 from core.research.schemas import ResearchLimits
 from core.service import Sourcebook
 from core.settings import Settings
-from models.llm import ChatMessage, Choice, ScriptedLLM
+from models.llm import ChatMessage, Choice
+from models.scripted import ScriptedLLM
 
 Q = "Who founded the Northport Harbor Authority?"
 LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, read_top=0, trail=False)

@@ -29,7 +29,7 @@ from core.research.schemas import CitationRecord, Report, ResearchLimits
 from core.research.trail import TRAIL_HEADING
 from core.service import Sourcebook
 from core.tasks import TaskLog
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, short_answer=False)
 Q = "How many ships did Northport harbor handle in 2019?"
@@ -99,7 +99,7 @@ KILL_SCRIPT = textwrap.dedent(
     from core.service import Sourcebook
     from core.settings import models_cache_dir
     from models.embedder import OnnxEmbedder
-    from models.llm import ScriptedLLM
+    from models.scripted import ScriptedLLM
 
     class Dying(ScriptedLLM):
         def stream(self, messages, **kw):

@@ -16,7 +16,7 @@ from research_fixtures import (
 from core.research.schemas import Finding, ResearchLimits, ResearchNotes
 from core.research.trail import TRAIL_HEADING, trail_lines, trail_section
 from core.service import Sourcebook
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 QUESTION = "Which lighthouse stands in the province that the Marrow Canal runs through?"
 CANAL = "ev1:" + "b" * 16

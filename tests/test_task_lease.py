@@ -32,7 +32,7 @@ from core.errors import TaskBusyError
 from core.research.schemas import ResearchLimits
 from core.service import Sourcebook
 from core.tasks import TaskLog
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 REPO = Path(__file__).resolve().parent.parent
 LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False)
@@ -201,7 +201,7 @@ RUNNER = textwrap.dedent(
     import sys
     sys.path.insert(0, {tests!r})
     from research_fixtures import models, worker_script
-    from models.llm import ScriptedLLM
+    from models.scripted import ScriptedLLM
     import core.cli_research
     from core.cli import main
 

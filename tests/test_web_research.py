@@ -33,7 +33,7 @@ from core.research.schemas import Boundary, ResearchLimits
 from core.research.tools import Fetched, Scope, Tools
 from core.service import Sourcebook
 from core.settings import Settings, WebSettings
-from models.llm import ScriptedLLM
+from models.scripted import ScriptedLLM
 
 # tool_loop unset: a run that may use the web loops (its model chooses web tools)
 LIM = ResearchLimits(max_workers=1, max_rounds=1, short_answer=False)
