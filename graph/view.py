@@ -153,7 +153,10 @@ class GraphView:
         g = self.g
         sub: nx.Graph = nx.Graph()
         neighbours: dict[str, str] = {}
-        entities: set[str] = {e for e in extra_entities if e in g}
+        # in the order met, not a set's: which passages a hub entity reaches depends on those
+        # added before it, and a set's order changes with each process's string hashing, so the
+        # same search could rank differently from one run to the next
+        entities = dict.fromkeys(e for e in extra_entities if e in g)
         for s in seeds:
             if s not in g:
                 continue
@@ -162,7 +165,7 @@ class GraphView:
                 if is_passage(n):
                     neighbours.setdefault(n, s)
                 elif is_entity(n):
-                    entities.add(n)
+                    entities.setdefault(n)
         for e in entities:
             passages = [n for n in g.adj[e] if is_passage(n)]
             df = len(passages)
