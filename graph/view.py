@@ -153,7 +153,7 @@ class GraphView:
         g = self.g
         sub: nx.Graph = nx.Graph()
         neighbours: dict[str, str] = {}
-        # in the order met, not a set's: which passages a hub entity reaches depends on those
+        # in the order met, not a set's: which passages an entity reaches depends on those
         # added before it, and a set's order changes with each process's string hashing, so the
         # same search could rank differently from one run to the next
         entities = dict.fromkeys(e for e in extra_entities if e in g)
