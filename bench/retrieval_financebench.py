@@ -118,7 +118,7 @@ def main() -> int:
 
 
 def _line_items(app: Any, questions: list[Any], units: Any) -> dict[str, Any]:
-    from core.eval import pages0
+    from core.eval_data import pages0
     from core.research.line_items import line_item_query
 
     picked = [(q, line_item_query(q.question)) for q in questions]

@@ -57,7 +57,7 @@ def main() -> int:
     if not corpus.exists():
         print(f"no MuSiQue data at {args.eval}", file=sys.stderr)
         return 2
-    from core.eval import prepare_library
+    from core.eval_data import prepare_library
     from core.service import Sourcebook
 
     tmp = tempfile.TemporaryDirectory()

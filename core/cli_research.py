@@ -370,11 +370,12 @@ def _series(model: str, tag: str, own_docs: bool) -> str:
 
 def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
     from core import eval as ev
+    from core import eval_data
 
     ks = _parse_ks(args.k)
     if args.shareable and args.out is None:
         raise ConfigError("--shareable says how to write --out.", hint="Add --out FILE.json.")
-    dataset, questions = ev.load_questions(args.questions)
+    dataset, questions = eval_data.load_questions(args.questions)
     questions = ev.select(questions, only=args.only, limit=args.limit)
     for path in (args.corpus, args.docs):
         if path is not None and not path.exists():
@@ -404,7 +405,7 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
 
     try:
         print(f"evaluation library: {home}", file=sys.stderr)
-        ingest = ev.prepare_library(lab, dataset, args.corpus, args.docs)
+        ingest = eval_data.prepare_library(lab, dataset, args.corpus, args.docs)
         if ingest.get("skipped"):
             print(f"using the {ingest['documents']} documents already there", file=sys.stderr)
         else:
@@ -465,13 +466,14 @@ def cmd_eval(app: Sourcebook, args: argparse.Namespace) -> int:
 
 def cmd_eval_rescore(app: Sourcebook, args: argparse.Namespace) -> int:
     from core import eval as ev
+    from core import eval_data
 
     try:
         saved = json.loads(args.result.read_text(encoding="utf-8"))
         dataset = saved["summary"]["dataset"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"Cannot read the result {args.result}: {exc}") from exc
-    kind, questions = ev.load_questions(args.questions)
+    kind, questions = eval_data.load_questions(args.questions)
     if kind != dataset:
         raise ConfigError(
             f"{args.result} is a {dataset} result, {args.questions} holds {kind} questions.",

@@ -46,9 +46,7 @@ from core.eval_data import (
     EvalQuestion,
     UnitMap,
     corpus_records,
-    load_questions,
     pages0,
-    prepare_library,
 )
 from core.eval_metrics import (
     CitationCheck,
@@ -76,12 +74,9 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "CitationCheck",
     "Dataset",
-    "EvalQuestion",
     "EvalResult",
     "Evaluator",
     "QuestionResult",
-    "load_questions",
-    "prepare_library",
     "rescore",
     "run_eval",
     "select",
