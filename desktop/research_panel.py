@@ -8,10 +8,10 @@ below, the steps that need the analyst (clarifying answers, the plan), then the 
 A run goes through up to three steps, each optional but the last:
 
 1. *Clarify* — "Ask me clarifying questions first" calls ``Sourcebook.clarify``; the questions
-   appear with answer fields, and the answers go to the planner.
+   appear with answer fields (``research_steps.ClarifyStep``), and the answers go to the planner.
 2. *Plan first* — "Let me review the plan" shows the plan in an editor before anything is
-   researched; the edited ``ResearchPlan`` is passed as ``plan=`` (the command line's
-   ``--plan-file``), which skips the planner.
+   researched (``research_steps.PlanStep``); the edited ``ResearchPlan`` is passed as ``plan=``
+   (the command line's ``--plan-file``), which skips the planner.
 3. *Research* — ``Sourcebook.research`` with ``on_event``/``on_token`` forwarded to the UI:
    stages, one row per researcher worker, the writer's draft streaming in. Cancel sets the run's
    cancel event; ``core`` stops at its next step and returns a report with status
@@ -51,9 +51,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
-    QFormLayout,
     QGroupBox,
-    QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
@@ -81,11 +79,11 @@ from desktop.report_view import status_text
 from desktop.research_inputs import (
     INTRO_HTML,
     FoldingSection,
-    PlanEditor,
     QuestionEdit,
     SourcePicker,
     starter_plan,
 )
+from desktop.research_steps import ClarifyStep, PlanStep, button_row
 from desktop.run_estimate import EstimateLabel
 from desktop.run_progress import RunProgressView
 
@@ -193,27 +191,14 @@ class ResearchPanel(QWidget):
         self.open_report_btn.clicked.connect(self.open_last_report)
         self.estimate = EstimateLabel(self._service, self._ops)
 
-        self.clarify_box = QGroupBox("Clarifying questions")
-        self.clarify_form = QFormLayout()
-        self.clarify_continue = QPushButton("Continue")
-        self.clarify_continue.clicked.connect(self._answers_given)
-        clarify_skip = QPushButton("Skip")
-        clarify_skip.clicked.connect(lambda: self._answers_given(skip=True))
-        clarify_lay = QVBoxLayout(self.clarify_box)
-        clarify_lay.addWidget(QLabel("Answer what you can; empty answers are skipped."))
-        clarify_lay.addLayout(self.clarify_form)
-        clarify_lay.addLayout(_row(self.clarify_continue, clarify_skip))
-
-        self.plan_box = QGroupBox("Research plan")
-        self.plan_editor = PlanEditor()
-        self.plan_go = QPushButton("Research with this plan")
-        self.plan_go.setObjectName("plan-start")
-        self.plan_go.clicked.connect(self._plan_accepted)
-        plan_back = QPushButton("Discard plan")
-        plan_back.clicked.connect(self._back_to_idle)
-        plan_lay = QVBoxLayout(self.plan_box)
-        plan_lay.addWidget(self.plan_editor)
-        plan_lay.addLayout(_row(self.plan_go, plan_back))
+        self.clarify_box = ClarifyStep()
+        self.clarify_box.answered.connect(self._answers_given)
+        self.clarify_continue = self.clarify_box.continue_btn
+        self.plan_box = PlanStep()
+        self.plan_box.accepted.connect(self._plan_accepted)
+        self.plan_box.discarded.connect(self._back_to_idle)
+        self.plan_editor = self.plan_box.editor
+        self.plan_go = self.plan_box.go_btn
 
         self.status = QLabel()
         self.status.setObjectName("research-status")
@@ -253,7 +238,7 @@ class ResearchPanel(QWidget):
         root = QVBoxLayout(self)
         root.addWidget(question_label)
         root.addWidget(self.question)
-        root.addLayout(_row(self.start_btn, self.cancel_btn, self.open_report_btn))
+        root.addLayout(button_row(self.start_btn, self.cancel_btn, self.open_report_btn))
         root.addWidget(self.options)
         root.addWidget(self.estimate)
         root.addWidget(self._split, 1)
@@ -404,15 +389,7 @@ class ResearchPanel(QWidget):
             self.status.setText("No clarification needed.")
             self._after_clarification()
             return
-        _clear_form(self.clarify_form)
-        for q in questions:
-            label = QLabel(q)
-            label.setWordWrap(True)
-            label.setTextFormat(Qt.TextFormat.PlainText)
-            edit = QLineEdit()
-            edit.setObjectName("clarify-answer")
-            edit.setProperty("question", q)
-            self.clarify_form.addRow(label, edit)
+        self.clarify_box.set_questions(questions)
         self._set_phase(ANSWERING)
         QTimer.singleShot(0, lambda: self._scroll.ensureWidgetVisible(self.clarify_continue))
         self.status.setText("Answer the questions below, then Continue.")
@@ -422,17 +399,12 @@ class ResearchPanel(QWidget):
 
     def clarification_fields(self) -> list[QLineEdit]:
         """The answer fields of the clarifying questions now shown."""
-        return self.clarify_box.findChildren(QLineEdit, "clarify-answer")
+        return self.clarify_box.fields()
 
-    def _answers_given(self, skip: bool = False) -> None:
+    def _answers_given(self, answers: list[str]) -> None:
         if self._phase != ANSWERING or self._request is None:
             return
-        if not skip:
-            self._request.answers = [
-                f"{e.property('question')} → {e.text().strip()}"
-                for e in self.clarification_fields()
-                if e.text().strip()
-            ]
+        self._request.answers = answers
         self._after_clarification()
 
     def _after_clarification(self) -> None:
@@ -647,16 +619,3 @@ class ResearchPanel(QWidget):
         self._scroll.setVisible(asking)
         # The how-to-begin gives the answers or the plan its room; a run's progress stays.
         self._lower.setVisible(not asking or self._lower.currentWidget() is not self.intro)
-
-
-def _row(*widgets: QWidget) -> QHBoxLayout:
-    lay = QHBoxLayout()
-    for w in widgets:
-        lay.addWidget(w)
-    lay.addStretch(1)
-    return lay
-
-
-def _clear_form(form: QFormLayout) -> None:
-    while form.rowCount():
-        form.removeRow(0)

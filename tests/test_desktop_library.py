@@ -20,7 +20,8 @@ import desktop.errors
 import desktop.library_panel
 from core.errors import IngestError, SourcebookError
 from core.service import Sourcebook
-from desktop.library_panel import AddRow, LibraryPanel
+from desktop.library_items import AddRow
+from desktop.library_panel import LibraryPanel
 from desktop.main_window import MainWindow
 from desktop.operations import Operations
 
