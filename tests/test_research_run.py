@@ -20,7 +20,12 @@ from research_fixtures import (
 )
 
 from core.research.citations import bracket_labels
-from core.research.drafts import repeat_cut, without_prompt_echo
+from core.research.drafts import (
+    COPIED_WORDS,
+    repeat_cut,
+    without_answer_copy,
+    without_prompt_echo,
+)
 from core.research.schemas import Boundary, ResearchLimits, ResearchPlan
 from core.service import Sourcebook
 from models.scripted import ScriptedLLM
@@ -367,6 +372,60 @@ def test_the_prompts_data_blocks_copied_into_the_draft_are_dropped(
         assert without_prompt_echo(f"{opening}\n4,200 ships [E1].", asked) == "4,200 ships [E1]."
     kept = f"Northport handled 4,200 ships in 2019 [E1].\n{asked} is asked yearly."
     assert without_prompt_echo(kept, asked) == kept
+
+
+def test_passages_copied_without_their_tags_are_dropped_and_a_copy_loop_stops(
+    research_app: Sourcebook,
+) -> None:
+    """A writer that goes on by copying its passages without tags or labels, each under a
+    heading line of its own, and loops: the copies go, and generation stopped at the heading of
+    the first block it had written before."""
+    text = research_app.evidence(pid_with(research_app, "4,200 ships")).text
+    copied = " ".join(text.split()[:14])
+    block = "- Northport harbor record, p. {}\n" + copied + "\n\n"
+    draft = "Northport handled 4,200 ships in 2019 [E1].\n\n" + "".join(
+        block.format(page) for page in range(2, 9)
+    )
+    tokens: list[str] = []
+    report, ships = _ships_run(
+        research_app, ScriptedLLM([draft]), "copied-passages", on_token=tokens.append
+    )
+    body = report.markdown.split("## Sources")[0]
+    assert body.strip() == "Northport handled 4,200 ships in 2019 [1]."
+    assert report.flagged_claims == [] and _cited_ids(report) == {ships}
+    streamed = "".join(tokens)
+    assert "p. 2" in streamed and "p. 4" not in streamed  # stopped at the second block
+
+    # the rule on whole drafts: a paragraph copying COPIED_WORDS words in a row, citing and
+    # quoting nothing, goes; cited, quoted or shorter, it stays
+    words = text.split()
+    run = " ".join(words[:COPIED_WORDS])
+    assert without_prompt_echo(f"Ships [E1].\n\n{run} and so on.", passages=[text]) == "Ships [E1]."
+    for kept in (f"{run} [E1].", f"“{run}” was written.", " ".join(words[: COPIED_WORDS - 1])):
+        draft = f"Ships [E1].\n\n{kept}"
+        assert without_prompt_echo(draft, passages=[text]) == draft
+    # a repeat's heading goes with it only when it is a bare line of its own
+    repeat = "The harbor handled 4,200 ships in 2019 under the new tariff."
+    looped = f"{repeat}\n- Harbor record, p. 6\n{repeat}"
+    assert repeat_cut(looped) == looped.index("- Harbor")
+    for head in ("Shipping rose in 2019.", "Shipping rose [E1]"):
+        looped = f"{repeat}\n{head}\n{repeat}"
+        assert repeat_cut(looped) == looped.rindex(repeat)
+
+
+def test_prose_that_restates_the_answer_or_its_chain_loses_those_sentences() -> None:
+    answer = (
+        "**Answer:** Kelmor [E2].\n\n*How the sources lead there:*\n"
+        "- Tomas Varga was born in Tarsk Mills [E1].\n- Tarsk Mills lies in Kelmor [E2]."
+    )
+    prose = (
+        "Tomas Varga was born in Tarsk Mills [E1]. The mills closed in 1911 [E1].\n"
+        "- Tarsk Mills lies in Kelmor [E2]. The valley is wide [E2].\n"
+        "  Tarsk Mills lies in Kelmor [E3]."
+    )
+    assert without_answer_copy(prose, answer) == (
+        "The mills closed in 1911 [E1].\n- The valley is wide [E2]."
+    )
 
 
 def test_claim_support_flags_unsupported_numbers(research_app: Sourcebook) -> None:

@@ -8,7 +8,7 @@ the text would be cut anyway.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from core.research.citations import citation_tokens
 from core.research.context import RunContext
@@ -18,9 +18,14 @@ from core.text import SENTENCE_END, sentence_ranges
 _CITES = re.compile(r"\[[^\]\n]*\]")
 _WORDS = re.compile(r"\w+")
 _ENDED = re.compile(rf"({SENTENCE_END}[ \t]*|\n\s*)$")
+_SENTENCE_ENDED = re.compile(rf"{SENTENCE_END}$")
+_LIST_MARK = re.compile(r"\s*(?:[-*•]|\d+[.)])\s+")
 
 
-def repeat_cut(text: str, min_chars: int = 20) -> int | None:
+MIN_REPEAT_CHARS = 20  # shorter sentences ("See note 4.") may recur
+
+
+def repeat_cut(text: str, min_chars: int = MIN_REPEAT_CHARS) -> int | None:
     """Where ``text`` starts repeating itself: the start of its first sentence that says an
     earlier one again word for word (citations and case aside), or None.
 
@@ -29,8 +34,12 @@ def repeat_cut(text: str, min_chars: int = 20) -> int | None:
     sentence twice; short ones ("See note 4.") may recur and are not counted. A last sentence
     still being written is not compared: "Margin was 12.1% in FY2021" may go on "and 11.4% in
     FY2022".
+
+    A line break ends a sentence too: copying its passages, the 1.5B wrote each under a heading
+    line of its own ("- Acme annual report, p. 6") that a sentence split by punctuation alone
+    joins to the repeated sentence under it, so the repeat went unseen.
     """
-    ranges = sentence_ranges(text)
+    ranges = line_sentences(text)
     if ranges and not _ENDED.search(text[ranges[-1][0] :]):
         ranges.pop()
     seen: set[str] = set()
@@ -39,9 +48,31 @@ def repeat_cut(text: str, min_chars: int = 20) -> int | None:
         if len(key) < min_chars:
             continue
         if key in seen:
-            return start
+            return _with_heading(text, start)
         seen.add(key)
     return None
+
+
+def _with_heading(text: str, start: int) -> int:
+    """``start``, or the start of the line before it when that line is the repeat's heading: a
+    line of its own, uncited, not ended as a sentence ("- Acme annual report, p. 6")."""
+    if start == 0 or text[start - 1] != "\n":
+        return start
+    head = text.rfind("\n", 0, start - 1) + 1
+    line = text[head : start - 1].strip()
+    if line and not citation_tokens(line) and not _SENTENCE_ENDED.search(line):
+        return head
+    return start
+
+
+def line_sentences(text: str) -> list[tuple[int, int]]:
+    """The ranges of ``text``'s sentences, a line break ending one as punctuation does."""
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    for line in text.splitlines(keepends=True):
+        ranges += sentence_ranges(text, start, start + len(line))
+        start += len(line)
+    return ranges
 
 
 def line_key(text: str) -> str:
@@ -57,7 +88,9 @@ def without_answer_copy(draft: str, answer: str) -> str:
     (the 1.5B began its text with "**Answer:** Yes, Acme has ..." word for word, or with
     "The short answer is: **Answer:** ...", flagged for a name "Answer" no passage holds, or
     "The short answer is: Yes, Acme has ..."). ``answer`` may hold several lines (the answer
-    and its chain): a draft line repeating any of them goes."""
+    and its chain): a draft line repeating any of them goes, and so does a sentence of the
+    prose that says one of them again word for word (the prose restating the chain's steps
+    between its own sentences); a short one (under :data:`MIN_REPEAT_CHARS`) stays."""
     keys = {line_key(ln) for ln in answer.splitlines() if line_key(ln)}
     keys |= {k.removeprefix("answer ") for k in keys}
 
@@ -71,7 +104,21 @@ def without_answer_copy(draft: str, answer: str) -> str:
                 return True
         return False
 
-    return "\n".join(ln for ln in draft.splitlines() if not copy(ln)).strip()
+    def rest(line: str) -> str | None:
+        """The line without its sentences that say an answer line again (None: all go)."""
+        if copy(line):
+            return None
+        said = [line[a:b] for a, b in sentence_ranges(line)]
+        kept = [x for x in said if len(line_key(x)) < MIN_REPEAT_CHARS or line_key(x) not in keys]
+        if len(kept) == len(said):
+            return line
+        if not kept:
+            return None
+        mark = _LIST_MARK.match(line)  # the line's bullet stays when its first sentence goes
+        lead = mark.group(0) if mark else line[: len(line) - len(line.lstrip())]
+        return lead + " ".join(k.strip() for k in kept).removeprefix(lead.strip()).lstrip()
+
+    return "\n".join(r for ln in draft.splitlines() if (r := rest(ln)) is not None).strip()
 
 
 # Talk about the writing, not the subject: "This answer shape covers the key points:", "To
@@ -113,23 +160,50 @@ _ECHOED_BLOCK = re.compile(
 )
 
 
-def without_prompt_echo(draft: str, question: str = "") -> str:
+COPIED_WORDS = 8  # this many words in a row as a passage has them is a copy, not writing
+_QUOTES = re.compile('["“”]')
+
+
+def without_prompt_echo(draft: str, question: str = "", passages: Iterable[str] = ()) -> str:
     """The draft without the data blocks of its prompt copied into it (stage ``prompt_echo``),
     nor a line that only repeats its ``question``.
 
     A small writer sometimes goes on after its answer by copying its prompt: the notes and the
     passages under their headings, labels and all (2 of 15 MuSiQue dev reports at session 37's
     defaults, each then 30 flagged "claims" long). A report never holds the prompt's ``<data>``
-    tags, so a block that opens with one is a copy, whatever it cites. Told to answer in its
-    first sentence, it may open by copying the question instead: a reader (and the answer
-    check) would take that line for the answer."""
+    tags, so a block that opens with one is a copy, whatever it cites. It may also copy its
+    ``passages`` without the tags or labels, each under a heading line of its own; a paragraph
+    that cites nothing, quotes nothing and has :data:`COPIED_WORDS` words in a row as a passage
+    has them is such a copy (quoted or cited, the same words are the writer's quotation, which
+    stage ``cite_quotations`` cites). Told to answer in its first sentence, it may open by
+    copying the question instead: a reader (and the answer check) would take that line for the
+    answer."""
     out = _ECHOED_BLOCK.sub("", draft)
+    keys = [f" {line_key(p)} " for p in passages]
+    if keys:
+        paragraphs = re.split(r"\n[ \t]*\n", out)
+        kept = [p for p in paragraphs if not _copied(p, keys)]
+        out = "\n\n".join(kept) if len(kept) < len(paragraphs) else out
     asked = line_key(question.removeprefix("Question:"))
     if asked:
         lines = out.splitlines()
         kept = [ln for ln in lines if line_key(ln.strip().removeprefix("Question:")) != asked]
         out = "\n".join(kept) if len(kept) < len(lines) else out
     return re.sub(r"\n{3,}", "\n\n", out).strip() if out != draft else draft
+
+
+def _copied(paragraph: str, passage_keys: list[str]) -> bool:
+    """Whether ``paragraph`` cites and quotes nothing and copies a run of :data:`COPIED_WORDS`
+    words from one of the passages (``passage_keys``: their :func:`line_key` in spaces)."""
+    if citation_tokens(paragraph) or _QUOTES.search(paragraph):
+        return False
+    for line in paragraph.splitlines():
+        words = line_key(line).split()
+        for i in range(len(words) - COPIED_WORDS + 1):
+            run = f" {' '.join(words[i : i + COPIED_WORDS])} "
+            if any(run in key for key in passage_keys):
+                return True
+    return False
 
 
 def echo_started(text: str) -> int | None:

@@ -291,7 +291,10 @@ def _run(
         by_id = {ev.evidence_id: ev.text for ev in evidence}
         quoted = {k: by_id[v] for k, v in labels.items()}
         draft = apply(
-            ctx, "prompt_echo", draft, lambda d: drafts.without_prompt_echo(d, req.question)
+            ctx,
+            "prompt_echo",
+            draft,
+            lambda d: drafts.without_prompt_echo(d, req.question, quoted.values()),
         )
         draft = apply(ctx, "cite_quotations", draft, lambda d: cite_quotations(d, quoted))
         draft = apply(ctx, "method_talk", draft, drafts.without_method_talk)
