@@ -396,12 +396,19 @@ def test_passages_copied_without_their_tags_are_dropped_and_a_copy_loop_stops(
     streamed = "".join(tokens)
     assert "p. 2" in streamed and "p. 4" not in streamed  # stopped at the second block
 
-    # the rule on whole drafts: a paragraph copying COPIED_WORDS words in a row, citing and
-    # quoting nothing, goes; cited, quoted or shorter, it stays
+    # the rule on whole drafts: a paragraph that is mostly runs of COPIED_WORDS words as a
+    # passage has them, citing and quoting nothing, goes; cited, quoted, in shorter runs, or
+    # mostly the writer's own words around a copied phrase, it stays
     words = text.split()
     run = " ".join(words[:COPIED_WORDS])
-    assert without_prompt_echo(f"Ships [E1].\n\n{run} and so on.", passages=[text]) == "Ships [E1]."
-    for kept in (f"{run} [E1].", f"“{run}” was written.", " ".join(words[: COPIED_WORDS - 1])):
+    mine = "Tomas Varga of Kelmor wrote a longer history of the port, its ships and its trade"
+    assert without_prompt_echo(f"Ships [E1].\n\n{run} and so.", passages=[text]) == "Ships [E1]."
+    for kept in (
+        f"{run} [E1].",
+        f"“{run}” was written.",
+        " ".join(words[: COPIED_WORDS - 1]),
+        f"{mine}: {run}.",
+    ):
         draft = f"Ships [E1].\n\n{kept}"
         assert without_prompt_echo(draft, passages=[text]) == draft
     # a repeat's heading goes with it only when it is a bare line of its own

@@ -173,11 +173,12 @@ def without_prompt_echo(draft: str, question: str = "", passages: Iterable[str] 
     defaults, each then 30 flagged "claims" long). A report never holds the prompt's ``<data>``
     tags, so a block that opens with one is a copy, whatever it cites. It may also copy its
     ``passages`` without the tags or labels, each under a heading line of its own; a paragraph
-    that cites nothing, quotes nothing and has :data:`COPIED_WORDS` words in a row as a passage
-    has them is such a copy (quoted or cited, the same words are the writer's quotation, which
-    stage ``cite_quotations`` cites). Told to answer in its first sentence, it may open by
-    copying the question instead: a reader (and the answer check) would take that line for the
-    answer."""
+    that cites nothing, quotes nothing and is mostly runs of :data:`COPIED_WORDS` words as a
+    passage has them is such a copy (quoted or cited, the same words are the writer's
+    quotation, which stage ``cite_quotations`` cites; an uncited paragraph of its own words is
+    flagged by the checks, or replaced by the researchers' findings when nothing is cited).
+    Told to answer in its first sentence, it may open by copying the question instead: a reader
+    (and the answer check) would take that line for the answer."""
     out = _ECHOED_BLOCK.sub("", draft)
     keys = [f" {line_key(p)} " for p in passages]
     if keys:
@@ -193,17 +194,19 @@ def without_prompt_echo(draft: str, question: str = "", passages: Iterable[str] 
 
 
 def _copied(paragraph: str, passage_keys: list[str]) -> bool:
-    """Whether ``paragraph`` cites and quotes nothing and copies a run of :data:`COPIED_WORDS`
-    words from one of the passages (``passage_keys``: their :func:`line_key` in spaces)."""
+    """Whether ``paragraph`` cites and quotes nothing and most of its words are in runs of
+    :data:`COPIED_WORDS` or more words that a passage has in that order (``passage_keys``:
+    the passages' :func:`line_key` in spaces). A sentence of the writer's own that borrows a
+    passage's phrase is not a copy; a copied passage under a heading line is."""
     if citation_tokens(paragraph) or _QUOTES.search(paragraph):
         return False
-    for line in paragraph.splitlines():
-        words = line_key(line).split()
-        for i in range(len(words) - COPIED_WORDS + 1):
-            run = f" {' '.join(words[i : i + COPIED_WORDS])} "
-            if any(run in key for key in passage_keys):
-                return True
-    return False
+    words = line_key(paragraph).split()
+    covered = [False] * len(words)
+    for i in range(len(words) - COPIED_WORDS + 1):
+        run = f" {' '.join(words[i : i + COPIED_WORDS])} "
+        if any(run in key for key in passage_keys):
+            covered[i : i + COPIED_WORDS] = [True] * COPIED_WORDS
+    return sum(covered) * 2 > len(words)
 
 
 def echo_started(text: str) -> int | None:
