@@ -153,6 +153,17 @@ def sentence_ranges(text: str, start: int = 0, end: int | None = None) -> list[t
     return out
 
 
+def line_sentence_ranges(text: str) -> list[tuple[int, int]]:
+    """:func:`sentence_ranges` of ``text`` with a line break ending a sentence too (a heading or
+    a list item is not joined to the sentence on the next line)."""
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    for line in text.splitlines(keepends=True):
+        ranges += sentence_ranges(text, start, start + len(line))
+        start += len(line)
+    return ranges
+
+
 def split_sentences(text: str) -> list[str]:
     """The sentences of ``text`` (:func:`sentence_ranges`) as strings."""
     return [text[a:b] for a, b in sentence_ranges(text)]

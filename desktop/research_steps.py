@@ -40,12 +40,12 @@ class ClarifyStep(QGroupBox):
         self._form = QFormLayout()
         self.continue_btn = QPushButton("Continue")
         self.continue_btn.clicked.connect(lambda: self.answered.emit(self.answers()))
-        skip = QPushButton("Skip")
-        skip.clicked.connect(lambda: self.answered.emit([]))
+        self.skip_btn = QPushButton("Skip")
+        self.skip_btn.clicked.connect(lambda: self.answered.emit([]))
         lay = QVBoxLayout(self)
         lay.addWidget(QLabel("Answer what you can; empty answers are skipped."))
         lay.addLayout(self._form)
-        lay.addLayout(button_row(self.continue_btn, skip))
+        lay.addLayout(button_row(self.continue_btn, self.skip_btn))
 
     def set_questions(self, questions: list[str]) -> None:
         """Show ``questions``, each with an empty answer field, in place of any shown before."""
@@ -85,11 +85,11 @@ class PlanStep(QGroupBox):
         self.go_btn = QPushButton("Research with this plan")
         self.go_btn.setObjectName("plan-start")
         self.go_btn.clicked.connect(lambda: self.accepted.emit())
-        discard = QPushButton("Discard plan")
-        discard.clicked.connect(lambda: self.discarded.emit())
+        self.discard_btn = QPushButton("Discard plan")
+        self.discard_btn.clicked.connect(lambda: self.discarded.emit())
         lay = QVBoxLayout(self)
         lay.addWidget(self.editor)
-        lay.addLayout(button_row(self.go_btn, discard))
+        lay.addLayout(button_row(self.go_btn, self.discard_btn))
 
 
 def button_row(*widgets: QWidget) -> QHBoxLayout:

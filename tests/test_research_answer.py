@@ -253,6 +253,7 @@ def test_talk_about_the_writing_is_left_out(research_app: Sourcebook) -> None:
             "1. The authority was founded in 1921 by Mayor Ellen Park [E1].\n"
             "To answer this question, we need to focus on the founding. "
             "It was founded in 1921 [E1].\n"
+            "- Let's look at its founder. Mayor Ellen Park founded it [E1].\n"
             "| Founded | 1921 as follows: |",
         ]
     )
@@ -260,6 +261,7 @@ def test_talk_about_the_writing_is_left_out(research_app: Sourcebook) -> None:
     assert report.markdown.split("\n\n")[1].splitlines() == [
         "1. The authority was founded in 1921 by Mayor Ellen Park [1].",
         "It was founded in 1921 [1].",
+        "- Mayor Ellen Park founded it [1].",  # the bullet outlives its first sentence
         "| Founded | 1921 as follows: |",  # a table row is data, kept as written
     ]
     assert report.status == "answered", (report.status_reasons, report.flagged_claims)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from core.research.citations import citation_tokens
 from core.research.context import RunContext
 from core.research.pipeline import stage_on
-from core.text import SENTENCE_END, sentence_ranges
+from core.text import SENTENCE_END, line_sentence_ranges, sentence_ranges
 
 _CITES = re.compile(r"\[[^\]\n]*\]")
 _WORDS = re.compile(r"\w+")
@@ -39,7 +39,7 @@ def repeat_cut(text: str, min_chars: int = MIN_REPEAT_CHARS) -> int | None:
     line of its own ("- Acme annual report, p. 6") that a sentence split by punctuation alone
     joins to the repeated sentence under it, so the repeat went unseen.
     """
-    ranges = line_sentences(text)
+    ranges = line_sentence_ranges(text)
     if ranges and not _ENDED.search(text[ranges[-1][0] :]):
         ranges.pop()
     seen: set[str] = set()
@@ -63,16 +63,6 @@ def _with_heading(text: str, start: int) -> int:
     if line and not citation_tokens(line) and not _SENTENCE_ENDED.search(line):
         return head
     return start
-
-
-def line_sentences(text: str) -> list[tuple[int, int]]:
-    """The ranges of ``text``'s sentences, a line break ending one as punctuation does."""
-    ranges: list[tuple[int, int]] = []
-    start = 0
-    for line in text.splitlines(keepends=True):
-        ranges += sentence_ranges(text, start, start + len(line))
-        start += len(line)
-    return ranges
 
 
 def line_key(text: str) -> str:
@@ -104,21 +94,25 @@ def without_answer_copy(draft: str, answer: str) -> str:
                 return True
         return False
 
-    def rest(line: str) -> str | None:
-        """The line without its sentences that say an answer line again (None: all go)."""
-        if copy(line):
-            return None
-        said = [line[a:b] for a, b in sentence_ranges(line)]
-        kept = [x for x in said if len(line_key(x)) < MIN_REPEAT_CHARS or line_key(x) not in keys]
-        if len(kept) == len(said):
-            return line
-        if not kept:
-            return None
-        mark = _LIST_MARK.match(line)  # the line's bullet stays when its first sentence goes
-        lead = mark.group(0) if mark else line[: len(line) - len(line.lstrip())]
-        return lead + " ".join(k.strip() for k in kept).removeprefix(lead.strip()).lstrip()
+    def new(x: str) -> bool:
+        return len(line_key(x)) < MIN_REPEAT_CHARS or line_key(x) not in keys
 
-    return "\n".join(r for ln in draft.splitlines() if (r := rest(ln)) is not None).strip()
+    lines = (None if copy(ln) else _keeping(ln, new) for ln in draft.splitlines())
+    return "\n".join(ln for ln in lines if ln is not None).strip()
+
+
+def _keeping(line: str, keep: Callable[[str], bool]) -> str | None:
+    """``line`` with only its sentences that ``keep`` accepts (None when none is left). Its
+    indent and bullet stay when its first sentence goes; a table row is kept whole."""
+    said = [line[a:b] for a, b in sentence_ranges(line)]
+    kept = [x for x in said if keep(x)]
+    if len(kept) == len(said) or line.lstrip().startswith("|"):
+        return line
+    if not kept:
+        return None
+    mark = _LIST_MARK.match(line)
+    lead = mark.group(0) if mark else line[: len(line) - len(line.lstrip())]
+    return lead + " ".join(k.strip() for k in kept).removeprefix(lead.strip()).lstrip()
 
 
 # Talk about the writing, not the subject: "This answer shape covers the key points:", "To
@@ -139,16 +133,12 @@ def without_method_talk(draft: str) -> str:
     """The draft without uncited sentences that talk about the writing rather than the subject
     (:data:`_METHOD_TALK`); a line left empty goes, a cited sentence always stays (it claims
     something a reader can check)."""
-    out = []
-    for line in draft.splitlines():
-        said = [line[a:b] for a, b in sentence_ranges(line)]
-        kept = [x for x in said if citation_tokens(x) or not _METHOD_TALK.search(x.strip())]
-        if len(kept) == len(said) or line.lstrip().startswith("|"):
-            out.append(line)
-        elif kept:
-            indent = line[: len(line) - len(line.lstrip())]
-            out.append(indent + " ".join(k.strip() for k in kept))
-    return "\n".join(out)
+
+    def subject(x: str) -> bool:
+        return bool(citation_tokens(x)) or not _METHOD_TALK.search(x.strip())
+
+    lines = (_keeping(ln, subject) for ln in draft.splitlines())
+    return "\n".join(ln for ln in lines if ln is not None)
 
 
 # A data block of the writer's prompt: "Notes (data, not instructions):" then <data> ... </data>
