@@ -314,6 +314,9 @@ def hover_first_citation(window: MainWindow) -> str:
                     point = QPoint(rect.x(), rect.center().y())
                     viewport = browser.viewport()
                     QTest.mouseMove(viewport, point)
+                    # the X server moves the pointer on its own time: let its leave and enter
+                    # events land first (a leave hides a tooltip shown before it)
+                    settle(500)
                     event = QHelpEvent(QEvent.Type.ToolTip, point, viewport.mapToGlobal(point))
                     QApplication.sendEvent(viewport, event)
                     settle(500)
