@@ -243,6 +243,52 @@ def test_a_figure_worked_out_from_the_passages_is_computed_not_read(
     assert report.status == "insufficient_evidence"
 
 
+def test_an_answer_worked_out_as_a_change_where_none_is_asked_is_marked_unverified(
+    research_app: Sourcebook,
+) -> None:
+    step = {
+        "question": "How many ships did Northport harbor handle in 2019?",
+        "answer": "4,200",
+        "fact": "The Northport harbor handled 4,200 ships in 2019",
+        "label": "E1",
+    }
+    change = short("20%", ["E1"], calculation="(4200 - 3500) / 3500 * 100 = 20", steps=[step])
+    body = "Northport handled 4,200 ships in 2019 [E1]."
+
+    def run(task: str, question: str, choices: list[str] | None = None) -> tuple[Any, list[str]]:
+        writer = ScriptedLLM([change, body])
+        if choices is not None:
+            writer.enqueue_choices(choices)
+        report = _run(research_app, task, writer, None, question, "4,200 ships", "4,200 ships.")
+        asked = [c.messages[-1].content for c in writer.history if c.kind == "choose"]
+        return report, asked
+
+    # asked for a change (the figure before it given in the question), and the model agrees
+    grew = "By what percentage did Northport's ships grow in 2019 from 3,500 in 2018?"
+    report, asked = run("worked-change", grew)
+    line = "**Answer:** 20.0%, worked out as (4,200 - 3,500) / 3,500 * 100 = 20.0% [1]."
+    assert report.markdown.splitlines()[0] == line
+    assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+    assert asked[-1].startswith(f"Question: {grew}\n") and "change between two periods" in asked[-1]
+    events = {e.key: e.payload for e in research_app.task_log().events("worked-change")}
+    assert events["worked_change@1"] == {"p_change": 1.0, "flagged": False}
+
+    # the model reads the question as asking for something else: the answer is a lead only
+    share = "What share of 3,500 were the ships Northport harbor handled in 2019?"
+    report, asked = run("worked-change-other", share, ["yes"] * (len(asked) - 1) + ["other"])
+    assert unverified(report.markdown.splitlines()[0], "20.0%, worked out as")
+    (flag,) = [f for f in report.flagged_claims if "**Answer:**" in f.sentence]
+    assert "change of a figure between two periods" in flag.reason
+    assert "p(change) 0.00" in flag.reason and report.status == "insufficient_evidence"
+
+    # a calculation that is no change is not asked about
+    writer = ScriptedLLM([short("12", ["E1"], calculation="4200 / 365 = 12", steps=[step]), body])
+    _run(research_app, "worked-ratio", writer, None, share, "4,200 ships", "4,200 ships.")
+    assert not any("change between" in c.messages[-1].content for c in writer.history)
+    events = {e.key: e.payload for e in research_app.task_log().events("worked-ratio")}
+    assert events["worked_change@1"] == {"p_change": None, "flagged": False}
+
+
 def test_talk_about_the_writing_is_left_out(research_app: Sourcebook) -> None:
     writer = ScriptedLLM(
         [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from research_fixtures import evidence
 
-from core.research.arithmetic import calculations
+from core.research.arithmetic import calculations, is_change
 from core.research.citations import check_claims
 
 
@@ -80,3 +80,26 @@ def test_a_calculation_may_use_figures_the_question_gives() -> None:
     assert [f.reason for f in check_claims(sentence, get, None, "What was net income?")] == [
         "not in the cited text: 21"
     ]
+
+
+def test_a_relative_change_is_told_from_other_calculations() -> None:
+    # one figure against another of the same line: how growth between two periods is worked out
+    for calc in (
+        "(4,200 - 3,500) / 3,500 * 100 = 20%",
+        "((4,200 - 3,500) / 3,500) * 100",
+        "100 * (4,200 - 3,500) / 3,500",
+        "(4,200 - 3,500) * 100 / 3,500 ≈ 20.0%",
+        "($4,200 - $3,500) / $3,500",
+        "4,200 / 3,500 - 1 = 0.2",
+    ):
+        assert is_change(calc), calc
+    # a ratio of two items, a margin, a difference, a sum over a quotient, or not arithmetic
+    for calc in (
+        "4,200 / 365 = 11.51",
+        "512 / 70,340 * 100",
+        "(4,200 - 3,500) / 1,200 * 100",
+        "(1,491 - 1,874) - (840 - 762)",
+        "365 * (1,426 + 3,583) / (11,955 + 2,187)",
+        "the growth rate",
+    ):
+        assert not is_change(calc), calc

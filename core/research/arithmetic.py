@@ -78,14 +78,22 @@ def sourced(used: list[str], question: str) -> list[str]:
     return [f for f in used if f not in CONSTANTS and f not in given]
 
 
-def evaluate(expr: str) -> float | None:
-    """What an expression of numbers, + - * / × ÷ and parentheses comes to (None when it is
-    anything else, or divides by zero)."""
+def _parsed(expr: str) -> ast.expr | None:
+    """``expr`` as a Python expression tree (currency, thousands commas and × ÷ x read), or
+    None when it is not one."""
     plain = re.sub(rf"{CURRENCY}\s?", "", expr).replace(",", "").replace("×", "*").replace("÷", "/")
     plain = re.sub(r"(?<=[\d)\s])x(?=[\s\d(])", "*", plain)
     try:
-        tree = ast.parse(plain.strip(), mode="eval")
+        return ast.parse(plain.strip(), mode="eval").body
     except SyntaxError:
+        return None
+
+
+def evaluate(expr: str) -> float | None:
+    """What an expression of numbers, + - * / × ÷ and parentheses comes to (None when it is
+    anything else, or divides by zero)."""
+    tree = _parsed(expr)
+    if tree is None:
         return None
 
     def walk(node: ast.AST) -> float:
@@ -98,9 +106,49 @@ def evaluate(expr: str) -> float | None:
         raise ValueError(node)
 
     try:
-        return walk(tree.body)
+        return walk(tree)
     except (ValueError, ZeroDivisionError):
         return None
+
+
+def is_change(calculation: str) -> bool:
+    """Whether ``calculation`` ("(a - b) / b * 100 = 12.5%", or the expression alone) is the
+    relative change of one figure against another, ``(a - b) / b`` (times 100 or not, b the
+    same figure both times), or ``a / b - 1``: what a question about growth between two
+    periods is worked out as, and nothing else is."""
+    node = _unscaled(_parsed(re.split(r"=|≈|~", calculation, maxsplit=1)[0]))
+    if not isinstance(node, ast.BinOp):
+        return False
+    if isinstance(node.op, ast.Div):
+        diff = _unscaled(node.left)
+        return (
+            isinstance(diff, ast.BinOp)
+            and isinstance(diff.op, ast.Sub)
+            and _same(diff.right, node.right)
+        )
+    if isinstance(node.op, ast.Sub) and _same(node.right, ast.Constant(value=1)):
+        return isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Div)
+    return False
+
+
+def _same(a: ast.expr, b: ast.expr) -> bool:
+    return ast.dump(a) == ast.dump(b)
+
+
+def _unscaled(node: ast.expr | None) -> ast.expr | None:
+    """``node`` without a factor of 100 it multiplies by ("x * 100", "100 * x"), and a
+    quotient's numerator without one ("100 * x / y" is x / y)."""
+    hundred = ast.Constant(value=100)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        if _same(node.right, hundred):
+            return node.left
+        if _same(node.left, hundred):
+            return node.right
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        top = _unscaled(node.left)
+        if top is not node.left and top is not None:
+            return ast.BinOp(left=top, op=node.op, right=node.right)
+    return node
 
 
 def _close(value: float, stated: str, approx: bool) -> bool:

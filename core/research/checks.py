@@ -16,6 +16,7 @@ from collections.abc import Callable
 from core.errors import SourcebookError
 from core.evidence import Evidence
 from core.research import chain, support, writer
+from core.research.arithmetic import calculations, is_change
 from core.research.citations import (
     CitationChecker,
     bracket_labels,
@@ -33,6 +34,7 @@ from core.research.prompts import fit_messages
 from core.research.sanitize import renumber, sanitize_links, sources_section
 from core.research.schemas import (
     UNVERIFIED_NOTE,
+    WORKED_AS,
     CitationRecord,
     FlaggedClaim,
     RemovedCitation,
@@ -155,6 +157,8 @@ def finish_draft(
         st.flagged += _support_flags(ctx, st, text, fetched_or_span)
     if stage_on(ctx, "answer_kind"):
         st.flagged += _kind_flags(ctx, st, text)
+    if stage_on(ctx, "worked_change"):
+        st.flagged += _change_flags(ctx, st, text)
     if stage_on(ctx, "withhold_answer"):
         text, st.answer_withheld = withhold_unsupported_answer(text, st.flagged)
         record(ctx, "withhold_answer", {"withheld": st.answer_withheld})
@@ -283,6 +287,29 @@ def _kind_flags(ctx: RunContext, st: RunState, text: str) -> list[FlaggedClaim]:
         ),
     )
     record(ctx, "answer_kind", {"p_yes": round(p, 3), "flagged": flag is not None})
+    return [flag] if flag else []
+
+
+def _change_flags(ctx: RunContext, st: RunState, text: str) -> list[FlaggedClaim]:
+    """The answer line, flagged when it is worked out as the relative change of a figure
+    (:func:`core.research.arithmetic.is_change`) and the model judges that the question asks
+    for something else (:func:`core.research.support.change_flag`); not asked when a check
+    flagged it, or when its calculation is not a change."""
+    sentence = support.answer_line_sentence(text, writer.ANSWER_MARK)
+    if sentence is None or any(f.sentence == sentence for f in st.flagged):
+        record(ctx, "worked_change", {"p_change": None, "flagged": False})  # nothing to ask
+        return []
+    worked = calculations(sentence.partition(WORKED_AS)[2])
+    if not worked or not is_change(worked[0].text):
+        record(ctx, "worked_change", {"p_change": None, "flagged": False})  # not a change
+        return []
+    role, llm = _checker(ctx)
+    flag, p = support.change_flag(
+        sentence,
+        lambda key, msgs: ctx.model_choose(role, key, msgs, support.CHANGE_OPTIONS)[0],
+        fit_messages(llm, "asks_change", {"question": st.question}, {}, 1),
+    )
+    record(ctx, "worked_change", {"p_change": round(p, 3), "flagged": flag is not None})
     return [flag] if flag else []
 
 

@@ -36,6 +36,7 @@ STAGES: dict[str, str] = {
         "whose links all fail"
     ),
     "answer_kind": "flag an answer line that is not the kind of thing the question asks for",
+    "worked_change": "flag an answer worked out as a change when the question asks for another",
     "withhold_answer": "mark an answer line a check flags as not verified, in words",
     "answer_consistency": "flag body sentences answering the question otherwise than the answer",
 }

@@ -335,6 +335,43 @@ def kind_flag(
     return FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason), p
 
 
+#: p(change) below which an answer worked out as the relative change of a figure
+#: (:func:`core.research.arithmetic.is_change`) is flagged: the model, reading the question
+#: (``asks_change.jinja``), takes it to ask for something else. On synthetic questions
+#: (``bench/worked_change.py``, ``bench/results/worked_change.json``) the 1.5B gives questions
+#: asking for a change .75-.89 and others (a ratio, a margin, a share, one figure) .27-.43,
+#: every change question above every other; a question's instructions pull it down a little,
+#: so the floor sits below the middle, flagging only what the model reads as another question
+#: (22 of 24 there).
+CHANGE_FLOOR = 0.4
+CHANGE_OPTIONS = ("change", "other")
+
+
+def change_flag(
+    sentence: str,
+    choose: Callable[[str, list[ChatMessage]], Choice],
+    messages: list[ChatMessage],
+) -> tuple[FlaggedClaim | None, float]:
+    """Whether a worked-out answer line (``sentence``) whose calculation is a relative change
+    answers a question that asks for one: the 1.5B writes a growth rate out of habit, the
+    change of one line item between two years where the question asks for the ratio of two
+    items or a margin, and every other check passes (each figure is stated by a checked link,
+    the arithmetic holds). ``messages`` asks the model whether the question asks for a change
+    between two periods; ``choose(key, messages)`` asks it. Returns the flag (None when it
+    does) and p(change)."""
+    digest = hashlib.sha256(messages[-1].content.encode()).hexdigest()[:16]
+    choice = choose(f"asks_change/{digest}", messages)
+    p = choice.probabilities.get("change", 0.0)
+    if p >= CHANGE_FLOOR:
+        return None, p
+    ids = [i for _s, _l, cited in cited_sentences(sentence) for i in cited]
+    reason = (
+        "the answer is worked out as the change of a figure between two periods, and the "
+        f"question asks for something else (change check: p(change) {p:.2f})"
+    )
+    return FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason), p
+
+
 def flags(judgements: list[Judgement]) -> list[FlaggedClaim]:
     """The judgements below the floor, as flagged claims."""
     return [
