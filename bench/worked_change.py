@@ -76,8 +76,8 @@ CHANGE: dict[str, Shape] = {
 }
 OTHER: dict[str, Shape] = {
     "ratio": lambda r, c, i, y: (
-        f"What was {c}'s interest coverage ratio for FY{y}, operating income divided by "
-        "interest expense?"
+        f"What was {c}'s current ratio at the end of FY{y}, current assets divided by current "
+        "liabilities?"
     ),
     "margin": lambda r, c, i, y: f"What was {c}'s gross margin in FY{y}?",
     "share": lambda r, c, i, y: f"What is {c}'s FY{y} {i} as a percentage of revenue?",
