@@ -20,6 +20,7 @@ from research_fixtures import (
 from core.evidence import Evidence
 from core.research import writer as writer_module
 from core.research.chain import CHAIN_HEAD
+from core.research.drafts import without_method_talk
 from core.research.schemas import ResearchLimits
 from core.research.support import WORKED_UNTRACED
 from core.research.writer import key_sentences, strip_restatement, unlike_asked
@@ -311,6 +312,28 @@ def test_talk_about_the_writing_is_left_out(research_app: Sourcebook) -> None:
         "| Founded | 1921 as follows: |",  # a table row is data, kept as written
     ]
     assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+
+
+def test_a_narrated_method_is_left_out_and_what_the_sources_lack_stays() -> None:
+    draft = "\n".join(
+        [
+            "Explanation:",
+            "To arrive at this answer, I analyzed the given passages step by step:",
+            "1. Identify the founder of the authority.",
+            "2. The question asks who founded the Northport Harbor Authority.",
+            "Step 3: We need to find the year. It was founded in 1921 [E1].",
+            "Therefore, Mayor Ellen Park is the correct answer based on the passages.",
+            "Mayor Ellen Park founded it [E1], making it the most accurate answer.",
+            "None of the passages names the harbor master.",
+            "The final survey gave the answer to the dredging dispute in 2020.",
+        ]
+    )
+    assert without_method_talk(draft).splitlines() == [
+        "It was founded in 1921 [E1].",
+        "Mayor Ellen Park founded it [E1], making it the most accurate answer.",  # cited: stays
+        "None of the passages names the harbor master.",  # what the sources lack is no method
+        "The final survey gave the answer to the dredging dispute in 2020.",
+    ]
 
 
 def test_invalid_short_answer_twice_is_skipped_not_fatal(research_app: Sourcebook) -> None:

@@ -112,19 +112,29 @@ def _keeping(line: str, keep: Callable[[str], bool]) -> str | None:
         return None
     mark = _LIST_MARK.match(line)
     lead = mark.group(0) if mark else line[: len(line) - len(line.lstrip())]
-    return lead + " ".join(k.strip() for k in kept).removeprefix(lead.strip()).lstrip()
+    rest = " ".join(k.strip() for k in kept).removeprefix(lead.strip()).lstrip()
+    return lead + rest if re.search(r"\w", rest) else None  # not a bare list mark
 
 
 # Talk about the writing, not the subject: "This answer shape covers the key points:", "To
 # arrive at this answer, we need to follow these steps:", "Revenue change is calculated as
-# follows:". The 1.5B writes it in one report of five (MuSiQue and FinanceBench runs).
+# follows:". The 1.5B writes it in one report of five (MuSiQue and FinanceBench runs). Also its
+# narrated method: a bare "Explanation:" heading, what "I analyzed" or "we need to find", the
+# question restated as "The question asks ...", uncited imperatives of a plan ("1. Identify
+# the ..."), and a verdict on its own answer ("... is the correct answer").
 _METHOD_TALK = re.compile(
     r"\banswer shape\b"
     r"|^\W*(?:in order )?to (?:answer|arrive at|determine|find|calculate|compute|address|work out)"
     r"\b.*\b(?:we|I) (?:need|must|will|have|can|should)\b"
     r"|\b(?:follow|take) (?:these|the following) steps\b"
     r"|^\W*(?:let's|let us|here is|here's)\b"
-    r"|\bas follows\W*$",
+    r"|\bas follows\W*$"
+    r"|^\W*(?:explanation|reasoning)\W*$"
+    r"|\b(?:I|we) (?:analy[sz]ed|examined|reviewed|went through|looked at)\b"
+    r"|\b(?:we|I) (?:need|have|must) to (?:find|identify|determine|check|verify|look)\b"
+    r"|^\W*(?:\d+[.)]\s*|step \d+\W*)?the question (?:asks|states|is asking|wants)\b"
+    r"|^\W*(?:\d+[.)]\s*|step \d+\W*)?(?:identify|determine|verify|check|look for|search for)\s"
+    r"|\b(?:is|it) the (?:correct|right|final|best|most accurate)\b[^.]{0,40}\banswer\b",
     re.IGNORECASE,
 )
 
