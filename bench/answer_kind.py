@@ -29,11 +29,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.support_judge import auc, name
+from bench.support_judge import auc, name, starter_llm
 from core.research import support
 from core.research.prompts import fit_messages
 from models.llamacpp import LlamaCppLLM
-from models.starter import STARTER_DEFAULT, STARTER_FAST, ensure_starter
 
 RESULTS = Path(__file__).resolve().parent / "results" / "answer_kind.json"
 MARK = "**Answer:**"
@@ -138,12 +137,9 @@ def main() -> int:
     p.add_argument("--cases", type=int, default=6, help="cases per question shape")
     p.add_argument("--seed", type=int, default=5)
     args = p.parse_args()
-    starter = STARTER_DEFAULT if args.model == "1.5b" else STARTER_FAST
-    from core.settings import models_cache_dir
-
-    llm = LlamaCppLLM(ensure_starter(starter, models_cache_dir()), n_ctx=2048, n_threads=2, seed=1)
+    llm, model = starter_llm(args.model, 2048)
     rng = random.Random(args.seed)
-    out: dict[str, Any] = {"model": starter.name, "floor": support.KIND_FLOOR, "shapes": {}}
+    out: dict[str, Any] = {"model": model, "floor": support.KIND_FLOOR, "shapes": {}}
     all_right: list[float] = []
     all_wrong: list[float] = []
     started = time.monotonic()

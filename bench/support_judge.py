@@ -172,6 +172,16 @@ FORMATS: dict[str, Callable[[LlamaCppLLM, list[str], str, str], float]] = {
 }
 
 
+def starter_llm(model: str, n_ctx: int) -> tuple[LlamaCppLLM, str]:
+    """The 1.5B (``model`` "1.5b") or 0.5B starter loaded as the judging benches load it, and
+    its name."""
+    from core.settings import models_cache_dir
+
+    starter = STARTER_DEFAULT if model == "1.5b" else STARTER_FAST
+    path = ensure_starter(starter, models_cache_dir())
+    return LlamaCppLLM(path, n_ctx=n_ctx, n_threads=2, seed=1), starter.name
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=["1.5b", "0.5b"], default="1.5b")
@@ -179,14 +189,11 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--calibrate", action="store_true", help="fit floors on --seed, test on +1")
     args = p.parse_args()
-    starter = STARTER_DEFAULT if args.model == "1.5b" else STARTER_FAST
-    from core.settings import models_cache_dir
-
-    llm = LlamaCppLLM(ensure_starter(starter, models_cache_dir()), n_ctx=4096, n_threads=2, seed=1)
+    llm, model = starter_llm(args.model, 4096)
     if args.calibrate:
-        return calibrate(llm, starter.name, args.cases, args.seed)
+        return calibrate(llm, model, args.cases, args.seed)
     rng = random.Random(args.seed)
-    out: dict[str, Any] = {"model": starter.name, "cases": args.cases, "formats": {}}
+    out: dict[str, Any] = {"model": model, "cases": args.cases, "formats": {}}
     started = time.monotonic()
     chains = [two_hop(rng) for _ in range(args.cases)]
     for fmt, claim_of in FORMATS.items():

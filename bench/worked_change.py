@@ -30,11 +30,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.support_judge import auc, name
+from bench.support_judge import auc, name, starter_llm
 from core.research import support
 from core.research.prompts import fit_messages
 from models.llamacpp import LlamaCppLLM
-from models.starter import STARTER_DEFAULT, STARTER_FAST, ensure_starter
 
 RESULTS = Path(__file__).resolve().parent / "results" / "worked_change.json"
 LINE = "**Answer:** 12.5%, worked out as (9 - 8) / 8 * 100 = 12.5% [ev1:0000000000000001]."
@@ -117,12 +116,9 @@ def main() -> int:
     p.add_argument("--cases", type=int, default=4, help="questions per shape")
     p.add_argument("--seed", type=int, default=7)
     args = p.parse_args()
-    starter = STARTER_DEFAULT if args.model == "1.5b" else STARTER_FAST
-    from core.settings import models_cache_dir
-
-    llm = LlamaCppLLM(ensure_starter(starter, models_cache_dir()), n_ctx=2048, n_threads=2, seed=1)
+    llm, model = starter_llm(args.model, 2048)
     rng = random.Random(args.seed)
-    out: dict[str, Any] = {"model": starter.name, "floor": support.CHANGE_FLOOR, "shapes": {}}
+    out: dict[str, Any] = {"model": model, "floor": support.CHANGE_FLOOR, "shapes": {}}
     scores: dict[str, list[float]] = {"change": [], "other": []}
     started = time.monotonic()
     for group, shapes in (("change", CHANGE), ("other", OTHER)):
