@@ -34,7 +34,6 @@ from core.research.prompts import fit_messages
 from core.research.sanitize import renumber, sanitize_links, sources_section
 from core.research.schemas import (
     UNVERIFIED_NOTE,
-    WORKED_AS,
     CitationRecord,
     FlaggedClaim,
     RemovedCitation,
@@ -296,12 +295,11 @@ def _change_flags(ctx: RunContext, st: RunState, text: str) -> list[FlaggedClaim
     for something else (:func:`core.research.support.change_flag`); not asked when a check
     flagged it, or when its calculation is not a change."""
     sentence = support.answer_line_sentence(text, writer.ANSWER_MARK)
-    if sentence is None or any(f.sentence == sentence for f in st.flagged):
+    held = []  # its calculations that hold, as the support check takes a worked answer
+    if sentence is not None and not any(f.sentence == sentence for f in st.flagged):
+        held = [c for c in calculations(sentence) if c.holds]
+    if sentence is None or not held or not is_change(held[0].text):
         record(ctx, "worked_change", {"p_change": None, "flagged": False})  # nothing to ask
-        return []
-    worked = calculations(sentence.partition(WORKED_AS)[2])
-    if not worked or not is_change(worked[0].text):
-        record(ctx, "worked_change", {"p_change": None, "flagged": False})  # not a change
         return []
     role, llm = _checker(ctx)
     flag, p = support.change_flag(

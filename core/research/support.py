@@ -328,11 +328,16 @@ def kind_flag(
     p = choice.probabilities.get("yes", 0.0)
     if p >= KIND_FLOOR:
         return None, p
-    ids = [i for _s, _l, cited in cited_sentences(sentence) for i in cited]
     reason = (
         f"the answer is not the kind of thing the question asks for (kind check: p(yes) {p:.2f})"
     )
-    return FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason), p
+    return _flagged(sentence, reason), p
+
+
+def _flagged(sentence: str, reason: str) -> FlaggedClaim:
+    """``sentence`` flagged for ``reason``, with the evidence ids it cites."""
+    ids = [i for _s, _l, cited in cited_sentences(sentence) for i in cited]
+    return FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason)
 
 
 #: p(change) below which an answer worked out as the relative change of a figure
@@ -364,12 +369,11 @@ def change_flag(
     p = choice.probabilities.get("change", 0.0)
     if p >= CHANGE_FLOOR:
         return None, p
-    ids = [i for _s, _l, cited in cited_sentences(sentence) for i in cited]
     reason = (
         "the answer is worked out as the change of a figure between two periods, and the "
         f"question asks for something else (change check: p(change) {p:.2f})"
     )
-    return FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason), p
+    return _flagged(sentence, reason), p
 
 
 def flags(judgements: list[Judgement]) -> list[FlaggedClaim]:
