@@ -21,6 +21,7 @@ from core.errors import NotFoundError, translate_errors
 from core.evidence import Evidence
 from core.export import ExportFormat, export_report
 from core.export_refs import SourceInfo
+from core.ingest import text_lost
 from core.library import AddProgress, Library, LibraryChanges, ProgressFn
 from core.render import RenderedPage
 from core.research import ResearchRequest, clarify_questions, draft_plan, run_research
@@ -49,7 +50,8 @@ from models.llm import LLM
 logger = logging.getLogger(__name__)
 
 # The schemas the facade hands out, importable from here by the desktop (which may not import
-# graph/ or models/ itself), and the function words a view skips when it marks a query's words.
+# graph/ or models/ itself), the function words a view skips when it marks a query's words, and
+# whether a document's problem lost text (a page read by OCR did not).
 __all__ = [
     "STOP_WORDS",
     "AddProgress",
@@ -80,6 +82,7 @@ __all__ = [
     "TaskInfo",
     "TaskSpan",
     "Word",
+    "text_lost",
 ]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, QTimer
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QToolButton, QVBoxLayout, QWidget
 
-from core.service import AddProgress, Collection, Document, LibraryChanges
+from core.service import AddProgress, Collection, Document, LibraryChanges, text_lost
 from desktop.operations import OpHandle
 
 COLUMNS = ("Title", "Pages", "Passages", "Status", "Collections")
@@ -16,10 +16,24 @@ _Index = QModelIndex | QPersistentModelIndex
 
 
 def status_text(doc: Document) -> str:
-    """Ready / indexing, plus the document's problems (e.g. image-only pages)."""
-    if doc.problems:
-        return f"{doc.status}; problems: " + "; ".join(doc.problems)
-    return doc.status
+    """Ready / indexing, plus the document's problems (text not read: image-only pages left
+    unread) and notes (how text was read: by OCR, in a guessed encoding)."""
+    lost = [p for p in doc.problems if text_lost(p)]
+    notes = [p for p in doc.problems if not text_lost(p)]
+    out = doc.status
+    if lost:
+        out += "; problems: " + "; ".join(lost)
+    if notes:
+        out += "; notes: " + "; ".join(notes)
+    return out
+
+
+def status_cell(doc: Document) -> str:
+    """The status column: "problems" when text was not read, "ready, with notes" when all
+    of it was but some by OCR or a guessed encoding (the tooltip says which)."""
+    if any(text_lost(p) for p in doc.problems):
+        return "problems"
+    return f"{doc.status}, with notes" if doc.problems else doc.status
 
 
 class DocumentsModel(QAbstractTableModel):
@@ -62,7 +76,7 @@ class DocumentsModel(QAbstractTableModel):
                 doc.title,
                 str(doc.page_count) if doc.page_count else "–",
                 str(doc.passage_count),
-                "problems" if doc.problems else doc.status,
+                status_cell(doc),
                 ", ".join(sorted(self._collections.get(doc.doc_id, []))),
             )[col]
         if role == Qt.ItemDataRole.ToolTipRole:

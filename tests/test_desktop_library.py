@@ -3,6 +3,7 @@ files, removing, and search results that open in the evidence viewer."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,7 +20,7 @@ from PySide6.QtWidgets import QApplication
 import desktop.errors
 import desktop.library_panel
 from core.errors import IngestError, SourcebookError
-from core.service import Sourcebook
+from core.service import Document, Sourcebook
 from desktop.library_items import AddRow
 from desktop.library_panel import LibraryPanel
 from desktop.main_window import MainWindow
@@ -68,6 +69,30 @@ def test_add_pdf_is_listed_with_pages_and_status(
     row = _rows(panel)[0]
     qtbot.waitUntil(lambda: "Added 1 document" in row.label.text(), timeout=TIMEOUT)
     assert not panel.empty_label.isVisible()
+
+
+def test_a_document_read_whole_by_ocr_is_ready_with_notes(panel: LibraryPanel) -> None:
+    ocr = (
+        "page 1 had no text layer and was read by OCR (Tesseract); recognition errors are possible"
+    )
+    unread = "page 2 has no text layer (scanned image?); OCR is not available"
+    docs = [
+        Document(doc_id=f"d{i}", source_key=f"k{i}", source_uri=f"/docs/{i}.pdf", title=title,
+                 kind="pdf", content_sha256="0" * 64, status="ready", problems=problems,
+                 added_at=datetime.now(UTC))
+        for i, (title, problems) in enumerate(
+            [("A scan", [ocr]), ("B scan", [ocr, unread]), ("C text", [])]
+        )
+    ]  # fmt: skip
+    panel.model.set_documents(docs, [])
+    model = panel.model
+    assert [model.data(model.index(r, 3)) for r in range(3)] == [
+        "ready, with notes",
+        "problems",
+        "ready",
+    ]
+    tip = model.data(model.index(1, 0), Qt.ItemDataRole.ToolTipRole)
+    assert f"ready; problems: {unread}; notes: {ocr}" in tip
 
 
 def test_corrupt_pdf_shows_an_error_dialog(qtbot: Any, panel: LibraryPanel, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pymupdf
 import pytest
 from conftest import shared_eval
 
-from core.ingest import extract_file
+from core.ingest import extract_file, text_lost
 from core.settings import IngestSettings
 from models.embedder import WordPieceCounter, minilm_dir
 
@@ -116,6 +116,7 @@ def test_image_only_page_reported(tmp_path: Path, count: WordPieceCounter) -> No
     doc = extract_file(path, settings=SETTINGS, count_tokens=count)
     assert [p.has_text_layer for p in doc.pages] == [True, False]
     assert any("page 2 has no text layer" in pr for pr in doc.document.problems)
+    assert any(text_lost(pr) for pr in doc.document.problems)  # OCR off here: page 2 unread
     only = tmp_path / "only.pdf"
     pdfgen.make_image_only_pdf(only)
     doc2 = extract_file(only, settings=SETTINGS, count_tokens=count)

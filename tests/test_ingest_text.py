@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import CorruptFileError, IngestError
-from core.ingest import extract_file, iter_jsonl
+from core.ingest import extract_file, iter_jsonl, text_lost
 from core.settings import IngestSettings
 from graph.schemas import IngestedDocument
 from models.embedder import WordPieceCounter, minilm_dir
@@ -124,6 +124,7 @@ def test_legacy_encodings_are_detected_and_noted(tmp_path: Path, count: WordPiec
     doc = extract_file(french, settings=SETTINGS, count_tokens=count)
     assert "Madame Lefèvre, l'institutrice, était très aimée." in doc.text
     assert doc.document.problems == ["text encoding assumed: cp1252 (detected)"]
+    assert not text_lost(doc.document.problems[0])  # how the text was read, none lost
 
     japanese = tmp_path / "nihongo.md"
     japanese.write_bytes(LEGACY_JAPANESE.encode("shift_jis"))

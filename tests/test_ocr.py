@@ -12,7 +12,7 @@ import pytest
 from conftest import shared_eval
 
 from core.errors import CancelledError
-from core.ingest import extract_file
+from core.ingest import extract_file, text_lost
 from core.ingest import ocr as ocr_mod
 from core.ingest.ocr import char_error_rate, ocr_engine
 from core.settings import IngestSettings
@@ -88,6 +88,7 @@ def test_image_only_page_is_read_with_word_boxes(tmp_path: Path, rotate: int) ->
     assert events == [(1, 1)]
     assert doc.pages[0].has_text_layer is False and doc.pages[0].char_count > 100
     assert any("read by OCR" in p for p in doc.document.problems)
+    assert not any(text_lost(p) for p in doc.document.problems)  # read whole: a note, no loss
     assert char_error_rate("\n".join(LINES), doc.text) < 0.03, doc.text
     assert doc.document.title == "Quarterly Harbour Report"
     assert doc.passages[0].heading_path == ["Quarterly Harbour Report"]

@@ -54,11 +54,11 @@ from core.ingest.detect import (
     check_size,
     detect,
 )
-from core.ingest.encoding import decode_text
+from core.ingest.encoding import ENCODING_ASSUMED, decode_text
 from core.ingest.entities import extract_mentions
 from core.ingest.jsonl import JsonlRecords, canonical_record_bytes
 from core.ingest.ocr import OcrProgress
-from core.ingest.pdf import read_pdf
+from core.ingest.pdf import READ_BY_OCR, read_pdf
 from core.ingest.text import TextContent, read_html, read_markdown, read_plain
 from core.settings import IngestSettings
 from graph.ids import document_id, sha256_bytes
@@ -79,7 +79,15 @@ __all__ = [
     "collections_paused",
     "extract_file",
     "iter_jsonl",
+    "text_lost",
 ]
+
+
+def text_lost(problem: str) -> bool:
+    """Whether a document's ``problem`` says some of its text could not be read (a page with
+    no text layer left unread, a damaged page), not only how it was read: pages read by OCR,
+    an encoding guessed. A document whose problems all say how is whole."""
+    return READ_BY_OCR not in problem and not problem.startswith(ENCODING_ASSUMED)
 
 
 def _assemble(

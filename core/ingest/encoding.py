@@ -54,6 +54,9 @@ def bom_encoding(head: bytes) -> str | None:
     return None
 
 
+ENCODING_ASSUMED = "text encoding assumed"  # a note: the text was read, by a guessed encoding
+
+
 def decode_text(data: bytes, *, path: Path) -> DecodedText:
     """Decode text bytes (see the module docstring); refuse bytes that are not text."""
     text, note = _decode_bom(data, path=path)
@@ -62,7 +65,7 @@ def decode_text(data: bytes, *, path: Path) -> DecodedText:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             text, encoding = _detect(data, path=path)
-            note = f"text encoding assumed: {encoding} (detected)"
+            note = f"{ENCODING_ASSUMED}: {encoding} (detected)"
             logger.info("%s is not UTF-8; decoding it as %s", path, encoding)
     sample = text[:20000]
     control = sum(1 for c in sample if ord(c) < 32 and c not in "\n\r\t\f\v")

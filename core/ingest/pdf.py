@@ -383,6 +383,9 @@ def _meaningful_title(title: str | None) -> str | None:
     return t
 
 
+READ_BY_OCR = "read by OCR (Tesseract); recognition errors are possible"  # a note: text was read
+
+
 def image_only_problem(page_numbers: list[int], reason: str = "OCR is not available") -> str:
     """The problem text for scanned pages (1-based page numbers) that were not OCRed."""
     if len(page_numbers) == 1:
@@ -489,8 +492,7 @@ def read_pdf(
     if ocred:
         problems.append(
             f"{'pages' if len(ocred) > 1 else 'page'} {page_ranges(ocred)} had no text layer and "
-            f"{'were' if len(ocred) > 1 else 'was'} read by OCR (Tesseract); "
-            "recognition errors are possible"
+            f"{'were' if len(ocred) > 1 else 'was'} {READ_BY_OCR}"
         )
 
     styles = sorted(
