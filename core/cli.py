@@ -21,6 +21,7 @@ from pathlib import Path
 from core.cli_ask import add_parsers as add_ask_parsers
 from core.cli_research import add_parsers
 from core.errors import ConfigError, NotFoundError, SourcebookError, TaskBusyError
+from core.ingest import text_lost
 from core.ingest.web import looks_like_url
 from core.library import AddProgress, LibraryChanges, ProgressFn
 from core.llms import list_models, probe_local_runtime
@@ -237,8 +238,8 @@ def _cmd_docs(app: Sourcebook, args: argparse.Namespace) -> int:
         status = "superseded" if d.superseded_by else d.status
         ver = f" (v{d.version})" if d.version > 1 or d.superseded_by else ""
         print(f"{d.doc_id:<21} {d.page_count:>5} {d.passage_count:>8}  {status:<10} {d.title}{ver}")
-        for prob in d.problems:
-            print(f"{'':<48}! {prob}")
+        for prob in d.problems:  # "!" text left unread; "note:" how text was read (OCR, ...)
+            print(f"{'':<48}{'!' if text_lost(prob) else 'note:'} {prob}")
     mismatch = app.embedder_mismatch()
     if mismatch is None:
         print(f"\nvectors made by {app.embedder_identity()}")

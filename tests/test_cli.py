@@ -120,7 +120,7 @@ def test_cli_add_folder_names_skipped_files_and_reads_extensionless_text(
 
     code, out, _ = run_cli(capsys, "--home", home, "docs")
     assert code == 0 and "README" in out
-    assert "! text encoding assumed: cp1252 (detected)" in out
+    assert "note: text encoding assumed: cp1252 (detected)" in out  # read whole: a note
 
 
 def test_cli_adds_jsonl_with_external_ids(
