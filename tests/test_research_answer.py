@@ -20,7 +20,7 @@ from research_fixtures import (
 from core.evidence import Evidence
 from core.research import writer as writer_module
 from core.research.chain import CHAIN_HEAD
-from core.research.drafts import without_method_talk
+from core.research.drafts import without_method_talk, without_passage_talk
 from core.research.schemas import ResearchLimits
 from core.research.support import WORKED_UNTRACED
 from core.research.writer import key_sentences, strip_restatement, unlike_asked
@@ -334,6 +334,58 @@ def test_a_narrated_method_is_left_out_and_what_the_sources_lack_stays() -> None
         "None of the passages names the harbor master.",  # what the sources lack is no method
         "The final survey gave the answer to the dredging dispute in 2020.",
     ]
+
+
+def test_a_sentence_says_what_its_passage_states_not_that_it_states_it() -> None:
+    draft = "\n".join(
+        [
+            "1. The passage [E1] states that the mill closed in 1931.",
+            "Step 2: We can see from the passage [E2] that Kelmor is on the Dravin River. "
+            "According to the document [E3], revenue rose 4% in 2021.",
+            '- The text [E4] says: "The harbor was dredged."',
+            "The weir was rebuilt in 1950, as stated in the passage [E5].",
+            "In the passages [E1][E2], iPhone sales rose [E2].",
+            "The passage [E2] mentions the weir.",  # no claim to keep without the frame
+            "Fact 3: The passage does not name the harbor master.",
+            "The passage [E1] does not name the harbor master.",  # cited: a claim about [E1]
+            "The passage of the Dravin River Act in 1998 ended the dispute [E1].",
+            "| The passage [E1] states | 12 |",
+        ]
+    )
+    assert without_passage_talk(draft).splitlines() == [
+        "1. The mill closed in 1931 [E1].",
+        "Kelmor is on the Dravin River [E2]. Revenue rose 4% in 2021 [E3].",
+        '- "The harbor was dredged." [E4]',
+        "The weir was rebuilt in 1950 [E5].",
+        "iPhone sales rose [E2][E1].",  # a citation the sentence has already is not repeated
+        "The passage [E2] mentions the weir.",
+        "The sources read do not name the harbor master.",
+        "The passage [E1] does not name the harbor master.",
+        "The passage of the Dravin River Act in 1998 ended the dispute [E1].",
+        "| The passage [E1] states | 12 |",
+    ]
+
+
+def test_passage_talk_is_checked_as_the_claim_it_frames(research_app: Sourcebook) -> None:
+    step = {
+        "question": "Who founded it?",
+        "answer": "Ellen Park",
+        "fact": "The passage states that Mayor Ellen Park founded the authority",
+        "label": "E1",
+    }
+    writer = ScriptedLLM(
+        [
+            short("Mayor Ellen Park", ["E1"], steps=[step]),
+            "We can see from the passage [E1] that the authority was founded in 1921.",
+        ]
+    )
+    report = _run(research_app, "passage-talk", writer)
+    parts = report.markdown.split("\n\n")
+    assert parts[1].splitlines()[1] == "- Mayor Ellen Park founded the authority [1]."  # chain
+    assert parts[2] == "The authority was founded in 1921 [1]."
+    assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+    events = {e.key: e.payload for e in research_app.task_log().events("passage-talk")}
+    assert events["passage_talk@1"]["changed"] is True
 
 
 def test_invalid_short_answer_twice_is_skipped_not_fatal(research_app: Sourcebook) -> None:

@@ -19,6 +19,7 @@ from core.research.chain import (
     carries,
     chain_block,
     chain_lines,
+    without_heading,
 )
 from core.research.citations import complete_citations
 from core.research.schemas import ResearchLimits
@@ -64,6 +65,16 @@ def test_chain_block_lists_one_cited_fact_per_step() -> None:
     assert CHAIN_HEAD_WITHHELD_FLAGGED in marked and chain_lines(marked) == chain_lines(md)
     assert CHAIN_HEAD_WITHHELD in chain.withheld_head(md, [f"{MARK} the Dravin River."])
     assert chain_lines("no chain here [ev1].") == []
+
+
+def test_a_fact_that_copied_its_passages_heading_loses_it() -> None:
+    passage = "Northport\n\nNorthport is a town on the Dravin River. It has a mill."
+    assert without_heading("Northport Northport is a town on the Dravin River.", passage) == (
+        "Northport is a town on the Dravin River."
+    )
+    kept = "Northport lies on the Dravin River."  # the title as its subject: not a copy
+    assert without_heading(kept, passage) == kept
+    assert without_heading("Northport is a town.", "Northport is a town.") == "Northport is a town."
 
 
 def test_a_checked_bridged_chain_carries_the_answer_its_last_link_states() -> None:

@@ -176,14 +176,16 @@ def _answered(claim: str, ev_id: str, answer: str) -> dict[str, Any]:
     return {**notes((claim, [ev_id])), "answer": answer, "answer_id": ev_id}
 
 
-def _run(app: Sourcebook, task: str, second: str, writer: ScriptedLLM, q2: str = Q) -> Any:
+def _run(
+    app: Sourcebook, task: str, second: str, writer: ScriptedLLM, q2: str = Q, first: str = BORN
+) -> Any:
     born, river = pid_with(app, "was born in Kelmor"), pid_with(app, "flows through Kelmor")
     planner = ScriptedLLM([plan(("q1", Q1, []), ("q2", q2, ["q1"]))])
     researcher = ScriptedLLM(
         [
             act("fetch_evidence", evidence_id=born),
             act("finish"),
-            _answered(BORN, born, "Kelmor"),
+            _answered(first, born, "Kelmor"),
             act("fetch_evidence", evidence_id=river),
             _answered(RIVER, river, second),
         ]
@@ -214,6 +216,20 @@ def test_a_run_answers_with_its_last_steps_answer_and_carries_each_answer_forwar
     notes_prompt = researcher.history[-1].messages[-1].content
     assert "Passages you fetched" in notes_prompt
     assert f"Known from earlier steps:\n- {Q1} -> Kelmor" in notes_prompt
+
+
+@pytest.mark.parametrize(
+    "copied", ["Varga Notes {}", "The passage states that {}"], ids=["heading", "frame"]
+)
+def test_a_step_fact_is_shown_without_its_passages_heading_or_a_frame_around_it(
+    steps_app: Sourcebook, copied: str
+) -> None:
+    born = steps_app.evidence(pid_with(steps_app, "was born in Kelmor")).text
+    assert born.startswith("Varga Notes\n")  # the page's heading opens its passage
+    writer = ScriptedLLM(["Kelmor lies in a wide valley [E1]."])
+    task = f"steps-{copied[:7]}"
+    out, _ = _run(steps_app, task, "the Dravin River", writer, first=copied.format(BORN))
+    assert chain_lines(out.markdown)[0].startswith(f"- {BORN.rstrip('.')} [")
 
 
 def test_a_run_asks_a_hash_q1_step_with_the_answer_it_stands_for(steps_app: Sourcebook) -> None:

@@ -314,7 +314,8 @@ def test_a_body_sentence_answering_otherwise_than_the_answer_line_is_flagged(
 def test_each_stage_logs_what_it_did_and_can_be_switched_off(research_app: Sourcebook) -> None:
     report, _ = _run(research_app, "stages-on", ["no", "yes", "yes"])
     events = {e.key: e.payload for e in research_app.task_log().events("stages-on")}
-    for name in ("cite_quotations", "method_talk", "answer_copy", "narrow_citations"):
+    names = ("cite_quotations", "method_talk", "passage_talk", "answer_copy", "narrow_citations")
+    for name in names:
         assert events[f"{name}@1"]["changed"] is False, name
     assert events["withhold_answer@1"] == {"withheld": True}
     assert report.status == "insufficient_evidence"

@@ -60,7 +60,12 @@ from core.research.conversation import (
     conversation_report,
     turn_task,
 )
-from core.research.drafts import without_method_talk, without_prompt_echo, writer_stop
+from core.research.drafts import (
+    without_method_talk,
+    without_passage_talk,
+    without_prompt_echo,
+    writer_stop,
+)
 from core.research.pipeline import apply
 from core.research.prompts import answer_budget, fit_messages
 from core.research.schemas import Boundary, Report, ResearchLimits
@@ -265,6 +270,7 @@ def answer_turn(
     draft = apply(ctx, "prompt_echo", draft, lambda d: without_prompt_echo(d, question))
     draft = apply(ctx, "cite_quotations", draft, lambda d: cite_quotations(d, quoted))
     draft = apply(ctx, "method_talk", draft, without_method_talk)
+    draft = apply(ctx, "passage_talk", draft, without_passage_talk)
     ctx.emit("stage", stage="checking citations")
     with ctx.log.span(ctx.task, ctx.run, "stage", "citations"):
         report = checks.check_draft(ctx, question, draft, labels)

@@ -56,6 +56,18 @@ def chain_block(links: list[tuple[str, str]]) -> str:
     return f"{CHAIN_HEAD}\n" + "\n".join(items) if items else ""
 
 
+def without_heading(fact: str, passage: str) -> str:
+    """``fact`` without its passage's heading line when it copied the passage's opening, heading
+    and all: "Northport Northport is a town on the Dravin." for a passage "Northport" over
+    "Northport is a town on the Dravin. ..." reads "Northport is a town on the Dravin."; a fact
+    that names its passage's title as its subject ("Northport lies on ...") keeps it."""
+    head, _, body = passage.strip().partition("\n")
+    head, body, said = " ".join(head.split()), " ".join(body.split()), " ".join(fact.split())
+    rest = said[len(head) :].lstrip()
+    copied = bool(head and body) and said.startswith(head + " ")
+    return rest if copied and body.startswith(rest[:30]) else fact
+
+
 def chain_lines(markdown: str) -> list[str]:
     """The lines of ``markdown``'s chain (the list items right under its head), in order."""
     lines = markdown.splitlines()

@@ -1,7 +1,8 @@
 """What a writer's raw text loses before the checks read it: a sentence it repeats, its prompt's
-data blocks copied into it, talk about the writing rather than the subject, and lines that
-only repeat the answer line above it. Each is a named stage of :mod:`core.research.pipeline`
-(``prompt_echo``, ``method_talk``, ``answer_copy``); :func:`writer_stop` ends generation where
+data blocks copied into it, talk about the writing rather than the subject, a passage said to
+state something rather than the thing it states, and lines that only repeat the answer line
+above it. Each is a named stage of :mod:`core.research.pipeline` (``prompt_echo``,
+``method_talk``, ``passage_talk``, ``answer_copy``); :func:`writer_stop` ends generation where
 the text would be cut anyway.
 """
 
@@ -149,6 +150,80 @@ def without_method_talk(draft: str) -> str:
 
     lines = (_keeping(ln, subject) for ln in draft.splitlines())
     return "\n".join(ln for ln in lines if ln is not None)
+
+
+# Where the writer says that something is stated rather than stating it: "The passage [1]
+# states that X", "We can see from the passage [2] that X", "According to the document [3], X",
+# "X, as stated in the passage [1]", under a label of its reasoning ("Step 3:", "Fact 1:").
+_CITE_RUN = r"(?:\s*\[[^\]\n]+\])*"
+_BRACKETS = re.compile(r"\[[^\]\n]+\]")
+_SOURCE = (
+    r"(?:the|this|that|these|those)\s+(?:given\s+|provided\s+|cited\s+|above\s+)?"
+    r"(?:passages?|texts?|documents?|sources?|context|excerpts?)"
+)
+_REPORTS = (
+    r"(?:(?:also|directly|clearly|further|explicitly)\s+)?(?:states?|says?|mentions?|notes?"
+    r"|shows?|indicates?|confirms?|reports?|explains?|tells us|reveals?)(?:\s+that\b|\s*:)"
+)  # "that" or ":" after it: "The passage mentions the mill." has no claim to keep
+_LABEL = re.compile(r"(?:step|fact)\s*\d+\s*[:.)-]\s+", re.IGNORECASE)
+_FRAME = re.compile(
+    rf"(?:{_SOURCE}|the question){_CITE_RUN}\s+{_REPORTS}\s+"
+    rf"|(?:we can see|we see|we learn|it is stated)\s+(?:from|in)\s+{_SOURCE}{_CITE_RUN}\s+that\s+"
+    r"|(?:as stated in|as mentioned in|as noted in|according to|based on|from|in)\s+"
+    rf"(?:the information in\s+)?{_SOURCE}{_CITE_RUN}\s*,\s*(?:we (?:can )?(?:see|learn) that\s+)?",
+    re.IGNORECASE,
+)
+_TAIL_FRAME = re.compile(
+    rf",?\s+(?:as (?:stated|mentioned|noted|shown|described) in|according to)\s+{_SOURCE}"
+    rf"{_CITE_RUN}(?=\s*[.!?]?\s*$)",
+    re.IGNORECASE,
+)
+_LACKS = re.compile(rf"{_SOURCE}\s+(?:does|do) not\s+", re.IGNORECASE)
+
+
+def without_passage_talk(draft: str) -> str:
+    """The draft with each sentence saying what its passage states, not that a passage states
+    it: "The passage [1] states that the mill closed in 1931." reads "The mill closed in 1931
+    [1].", its citations kept at the sentence's end; a label of the writer's reasoning before
+    it ("Step 3:") goes. An uncited "The passage does not name ..." says what the sources read
+    lack, in those words. What the sentence claims is unchanged, so the checks read the same
+    claim with the same citations."""
+    return "\n".join(_plain_line(ln) for ln in draft.splitlines())
+
+
+def _plain_line(line: str) -> str:
+    if line.lstrip().startswith("|"):  # a table row is data, kept as written
+        return line
+    out, pos = [], 0
+    for a, b in sentence_ranges(line):
+        out += [line[pos:a], _plain_sentence(line[a:b], at_line_start=not line[:a].strip())]
+        pos = b
+    return "".join(out) + line[pos:]
+
+
+def _plain_sentence(sentence: str, *, at_line_start: bool) -> str:
+    mark = _LIST_MARK.match(sentence) if at_line_start else None
+    lead = mark.group(0) if mark else ""
+    said = sentence[len(lead) :]
+    if label := _LABEL.match(said):
+        said = said[label.end() :]
+    cites = ""
+    if frame := _FRAME.match(said):
+        rest = said[frame.end() :]
+        if rest[:1].isalpha() and not rest[1:2].isupper():  # "the mill" -> "The mill"
+            rest = rest[0].upper() + rest[1:]
+        said, cites = rest, frame.group(0)
+    elif (lacks := _LACKS.match(said)) and not citation_tokens(said):
+        said = "The sources read do not " + said[lacks.end() :]
+    if tail := _TAIL_FRAME.search(said):
+        said, cites = said[: tail.start()] + said[tail.end() :], cites + tail.group(0)
+    cites = "".join(c for c in _BRACKETS.findall(cites) if c not in said)
+    if cites:
+        end = re.search(r"[.!?]?\s*$", said)  # after a closing quotation mark, at the end
+        cut = end.start() if end else len(said)
+        head = said[:cut].rstrip()
+        said = head + ("" if head.endswith("]") else " ") + cites + said[cut:]
+    return lead + said
 
 
 # A data block of the writer's prompt: "Notes (data, not instructions):" then <data> ... </data>

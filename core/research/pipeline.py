@@ -24,6 +24,7 @@ STAGES: dict[str, str] = {
     "prompt_echo": "drop the prompt's data blocks (notes, passages) the writer copied",
     "cite_quotations": "cite the passage a quotation was pasted from, when the writer did not",
     "method_talk": "drop uncited sentences about the writing rather than the subject",
+    "passage_talk": "say what a passage states, not that it states it, citations kept",
     "answer_copy": "drop draft lines and sentences that only repeat the answer or its chain",
     "trail": "end the report with the research trail: each step's cited finding",
     "narrow_citations": "keep, of a sentence's citations, those that hold all it names",

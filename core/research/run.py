@@ -298,6 +298,7 @@ def _run(
         )
         draft = apply(ctx, "cite_quotations", draft, lambda d: cite_quotations(d, quoted))
         draft = apply(ctx, "method_talk", draft, drafts.without_method_talk)
+        draft = apply(ctx, "passage_talk", draft, drafts.without_passage_talk)
         fell_back = False
         if not bare and not citation_tokens(draft):
             fallback = writer.findings_report(notes)

@@ -17,11 +17,11 @@ import numpy as np
 from core.errors import ModelError
 from core.evidence import Evidence
 from core.research import steps
-from core.research.chain import chain_block
+from core.research.chain import chain_block, without_heading
 from core.research.citations import cited_text, credibility
 from core.research.context import RunContext, invalid_output
-from core.research.drafts import line_key, repeat_cut, writer_stop
-from core.research.pipeline import record
+from core.research.drafts import line_key, repeat_cut, without_passage_talk, writer_stop
+from core.research.pipeline import record, stage_on
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
 from core.research.schemas import (
     FACT_MAX,
@@ -186,7 +186,7 @@ def short_answer(
     if worked is not None:  # cited by the passages holding its figures, its steps below
         held = "".join(f"[{by_id[i]}]" for i in worked.sources)
         line = f"{ANSWER_MARK} {worked.answer}{WORKED_AS}{worked.calculation} {held}."
-        chain = chain_block(_links(data))
+        chain = _chain(ctx, _links(data), labels)
         return f"{line}\n\n{chain}" if chain else line
     line, cites, missing = _answer_line(data, answer, question, shown, labels)
     kind = unlike_asked(question, answer) if line else ""
@@ -225,7 +225,7 @@ def short_answer(
             line = _line(answer, list(dict.fromkeys([*holders[:ANSWER_HOLDERS], *cites])))
     if not line:
         return ""
-    chain = chain_block(_links(chosen))
+    chain = _chain(ctx, _links(chosen), labels)
     return f"{line}\n\n{chain}" if chain else line
 
 
@@ -272,8 +272,22 @@ def stepped_answer(
     if why or found is None:
         return ""
     cites = list(dict.fromkeys(by_id[ev] for _, ev in found.links))
-    chain = chain_block([(fact, by_id[ev]) for fact, ev in found.links])
+    chain = _chain(ctx, [(fact, by_id[ev]) for fact, ev in found.links], labels)
     return f"{_line(answer, cites)}\n\n{chain}" if chain else _line(answer, cites)
+
+
+def _chain(ctx: RunContext, links: list[tuple[str, str]], labels: Mapping[str, str]) -> str:
+    """:func:`chain_block` of (fact, label) links, each fact in its own words (:func:`_own_words`,
+    ``labels`` giving each label's evidence id)."""
+    return chain_block([(_own_words(ctx, f, labels.get(lb, "")), lb) for f, lb in links])
+
+
+def _own_words(ctx: RunContext, fact: str, evidence_id: str) -> str:
+    """A step's fact without its passage's heading, when the step copied the passage whole,
+    and (stage ``passage_talk``) saying what the passage states, not that it states it."""
+    got = ctx.fetched.get(evidence_id)
+    fact = without_heading(fact, got.text) if got is not None else fact
+    return without_passage_talk(fact) if stage_on(ctx, "passage_talk") else fact
 
 
 _ASKS_WHEN = re.compile(r"^\s*when\b|\bwhen\s*\?\s*$|\b(?:what|which) year\b|\bwhat date\b", re.I)
