@@ -75,6 +75,12 @@ def test_a_fact_that_copied_its_passages_heading_loses_it() -> None:
     kept = "Northport lies on the Dravin River."  # the title as its subject: not a copy
     assert without_heading(kept, passage) == kept
     assert without_heading("Northport is a town.", "Northport is a town.") == "Northport is a town."
+    table = "Total\n\nFixed Assets | $ 97\nOther Costs | $ 3"  # a label line over rows
+    assert without_heading("Total Fixed Assets | $ 97", table) == "Total Fixed Assets | $ 97"
+    place = "McRae, Arkansas\n\nMcRae is a city in White County."  # the name said twice
+    assert without_heading("McRae, Arkansas McRae is a city in White County", place) == (
+        "McRae is a city in White County"
+    )
 
 
 def test_a_checked_bridged_chain_carries_the_answer_its_last_link_states() -> None:

@@ -57,15 +57,19 @@ def chain_block(links: list[tuple[str, str]]) -> str:
 
 
 def without_heading(fact: str, passage: str) -> str:
-    """``fact`` without its passage's heading line when it copied the passage's opening, heading
-    and all: "Northport Northport is a town on the Dravin." for a passage "Northport" over
-    "Northport is a town on the Dravin. ..." reads "Northport is a town on the Dravin."; a fact
-    that names its passage's title as its subject ("Northport lies on ...") keeps it."""
-    head, _, body = passage.strip().partition("\n")
+    """``fact`` without its passage's heading when it copied the passage's opening, heading and
+    all, so that the name the heading and the sentence both start with is said twice:
+    "Northport Northport is a town on the Dravin." for a passage "Northport" over "Northport is
+    a town on the Dravin. ..." reads "Northport is a town on the Dravin." A fact that names its
+    passage's title as its subject ("Northport lies on ...") keeps it, and so does a row copied
+    from a table under a label line ("Total" over "Fixed Assets | $ 97")."""
+    head, _, body = passage.strip().partition("\n\n")  # a heading is a block of its own
     head, body, said = " ".join(head.split()), " ".join(body.split()), " ".join(fact.split())
     rest = said[len(head) :].lstrip()
-    copied = bool(head and body) and said.startswith(head + " ")
-    return rest if copied and body.startswith(rest[:30]) else fact
+    first = [(re.findall(r"\w+", t[:80]) or [""])[0] for t in (head, body)]
+    twice = bool(head and body and first[0]) and first[0] == first[1]
+    copied = twice and said.startswith(head + " ") and body.startswith(rest[:30])
+    return rest if copied else fact
 
 
 def chain_lines(markdown: str) -> list[str]:
