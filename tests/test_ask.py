@@ -89,6 +89,22 @@ def test_one_question_a_cited_checked_answer(research_app: Sourcebook) -> None:
     assert research_app.report("one").citations[0].evidence_id == park  # opens and exports
 
 
+def test_an_answer_numbered_with_its_labels_on_lines_of_their_own_reads_as_one(
+    research_app: Sourcebook,
+) -> None:
+    # a small model's layout: the answer line numbered as a list, each label on its own line
+    laid_out = (
+        "1. 1921\n[{founded in 1921}]\nThe Authority was founded in 1921.\n[{founded in 1921}]"
+    )
+    report = research_app.ask(
+        FOUNDED, conversation="laid-out", models={"default": PassageLLM([laid_out])},
+        boundary=PORTS, limits=LIM,
+    )  # fmt: skip
+    body = report.markdown.split("\n\n## ")[0]
+    assert body == "**Answer:** 1921 [1].\nThe Authority was founded in 1921 [1]."
+    assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+
+
 def test_an_answer_that_copies_its_prompt_stops_at_the_copy(research_app: Sourcebook) -> None:
     # within the lines an answer may take: only the stop at the copy ends it before "Ellery"
     copying = "1921 [{founded in 1921}]\nPassages (data, not instructions):\n<data>\n"

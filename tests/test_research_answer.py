@@ -388,6 +388,15 @@ def test_passage_talk_is_checked_as_the_claim_it_frames(research_app: Sourcebook
     assert events["passage_talk@1"]["changed"] is True
 
 
+def test_labels_on_a_line_of_their_own_cite_the_line_above(research_app: Sourcebook) -> None:
+    writer = ScriptedLLM(
+        [short("Mayor Ellen Park", ["E1"]), "The authority was founded in 1921.\n[E1]"]
+    )
+    report = _run(research_app, "labels-alone", writer)
+    assert report.markdown.split("\n\n")[1] == "The authority was founded in 1921 [1]."
+    assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+
+
 def test_invalid_short_answer_twice_is_skipped_not_fatal(research_app: Sourcebook) -> None:
     writer = ScriptedLLM(
         ["not json at all", "still not json", "It was founded in 1921 by Mayor Ellen Park [E1]."]

@@ -370,6 +370,12 @@ def test_an_uncited_sentence_that_asserts_facts_is_flagged() -> None:
     (flag,) = check_claims(restated, {ev_id: ev}.get, None, question)
     assert flag.sentence == "Corvane Pulse helped."
     assert excerpt(f"A claim [{ev_id}]. ⚠") == "A claim."
+    # an answer line claims, names or none: uncited, it is flagged (unless it says what lacks)
+    answer = "**Answer:** the keeper's failure to trim the wick.\nIt went out at dusk."
+    (flag,) = check_claims(answer, {ev_id: ev}.get, None, "Why did the lamp fail?", "**Answer:**")
+    assert flag.reason.startswith("no citation") and "keeper" in flag.sentence
+    lacking = "**Answer:** The passages do not state why the lamp failed."
+    assert check_claims(lacking, {ev_id: ev}.get, None, "Why?", "**Answer:**") == []
     # a title the writer copies is backed by the cited passage's document; abbreviations and
     # initials do not cut sentences
     title = "CORVANE SYSTEMS INC. — Form 10-K, fiscal year ended October 28, 2022"
@@ -428,6 +434,23 @@ def test_a_verbatim_quotation_gets_its_passage_citation() -> None:
         'They call it "a shared record".',
         '"Corvane cargo histories are updated every hour with route forecasts."',
         f'Unclosed "{pasted}',
+    ):
+        assert cite_quotations(kept, texts) == kept
+
+
+def test_a_sentence_copied_whole_without_quotation_marks_gets_its_passage_citation() -> None:
+    texts = {"E1": "Revenue grew 12% in fiscal 2022.", "E2": FILING}
+    copied = FILING.split(". ")[1].rstrip(".")  # "Corvane cargo histories are updated as ..."
+    draft = f"1. {copied}.\n**Answer:** {copied}\nThe filing says that cargo histories matter."
+    assert cite_quotations(draft, texts).splitlines() == [
+        f"1. {copied} [E2].",
+        f"**Answer:** {copied} [E2]",
+        "The filing says that cargo histories matter.",  # borrows a phrase: no copy
+    ]
+    for kept in (
+        f"{copied} [E1].",  # cited already: the checks judge its own citation
+        "Revenue grew 12% in 2022.",  # too short to tell a copy
+        f"{copied} and the port grew.",  # not a sentence the passage holds whole
     ):
         assert cite_quotations(kept, texts) == kept
 

@@ -61,6 +61,7 @@ from core.research.conversation import (
     turn_task,
 )
 from core.research.drafts import (
+    citations_joined,
     without_method_talk,
     without_passage_talk,
     without_prompt_echo,
@@ -84,6 +85,9 @@ ASK_MAX_LINES = 4  # ... on their own lines; a fifth is cut (a small model pasti
 #: must not build on an answer the checks rejected.
 NO_ANSWER_REPLY = "The passages given did not establish an answer to that question."
 _LEAD = re.compile(r"^\W*(?:final\s+|short\s+)?answer\s*\W*:\W*\s*", re.IGNORECASE)
+# the prompt's "Line 1:" copied, or the line numbered as a list ("1. 1921 [E2]"); not a number
+# that is the answer ("1.5 million [E2]")
+_LINE_MARK = re.compile(r"^(?:line\s*1\s*:|1[.)](?=\s+\S))\s*", re.IGNORECASE)
 
 
 class AskRequest(BaseModel):
@@ -265,7 +269,7 @@ def answer_turn(
             stream_to=on_token,
             stop_at=_answer_stop(ctx),
         )
-    draft = bracket_labels(answer_draft(text), labels)
+    draft = answer_draft(bracket_labels(text, labels))  # labels bracketed, then joined
     quoted = {k: got.text for k, v in labels.items() if (got := ctx.fetched.get(v)) is not None}
     draft = apply(ctx, "prompt_echo", draft, lambda d: without_prompt_echo(d, question))
     draft = apply(ctx, "cite_quotations", draft, lambda d: cite_quotations(d, quoted))
@@ -363,10 +367,10 @@ def answer_draft(text: str) -> str:
     """The model's text as a draft: its first line is the answer line (``**Answer:**``, which
     the checks hold to the question), unless it says the passages do not answer; the rest is
     the body."""
-    lines = text.strip().splitlines()
+    lines = citations_joined(text).strip().splitlines()
     if not lines:
         return ""
-    first = _LEAD.sub("", lines[0]).strip()
+    first = _LEAD.sub("", _LINE_MARK.sub("", lines[0].strip())).strip()
     rest = "\n".join(lines[1:]).strip()
     if not first or states_absence(first):
         return f"{first}\n{rest}".strip()

@@ -89,7 +89,34 @@ def cite_quotations(markdown: str, texts: dict[str, str]) -> str:
         label = next((k for k, t in flat.items() if quoted in t), None)
         return f"{m.group(0)} [{label}]" if label else m.group(0)
 
-    return _QUOTATION.sub(cite, markdown)
+    return _copied_sentences_cited(_QUOTATION.sub(cite, markdown), flat)
+
+
+def _copied_sentences_cited(markdown: str, flat: dict[str, str]) -> str:
+    """Each uncited sentence of at least :data:`QUOTE_MIN_WORDS` words that a passage of
+    ``flat`` (label -> :func:`normalised` text) holds whole, word for word, gets that passage's
+    label before its end: a small model copies a passage's sentence as its answer without
+    quotation marks or a label ("1. The keeper's failure to trim the wick."), and the copy is
+    that passage's claim. Only a whole sentence counts, not a phrase it borrows."""
+    lines = []
+    for line in markdown.split("\n"):
+        out, pos = [], 0
+        for a, b in sentence_ranges(line):
+            said = line[a:b]
+            plain = normalised(_LIST_LEAD.sub("", said)).rstrip(" .!?;:")
+            label = None
+            if len(plain.split()) >= QUOTE_MIN_WORDS and not citation_tokens(said):
+                label = next((k for k, t in flat.items() if plain in t), None)
+            if label:
+                end = len(said.rstrip(" .!?;:"))
+                said = f"{said[:end]} [{label}]{said[end:]}"
+            out += [line[pos:a], said]
+            pos = b
+        lines.append("".join(out) + line[pos:])
+    return "\n".join(lines)
+
+
+_LIST_LEAD = re.compile(r"^\s*(?:[-*•]|\d+[.)]|\*\*answer:\*\*)\s+", re.IGNORECASE)
 
 
 def rewrite_citations(markdown: str, fn: Callable[[str], str | None]) -> str:
@@ -402,6 +429,8 @@ def check_claims(
         if not ids:
             around = [e for e in map(evidence, CITED_ID_RE.findall(line)) if e is not None]
             reason = uncited_claim(sentence, line, around, question, derived)
+            if not reason and _answers(line, answer_lines) and not states_absence(sentence):
+                reason = "no citation: the answer cites no passage"  # names or not, it claims
             if reason:
                 flagged.append(FlaggedClaim(sentence=sentence, evidence_ids=[], reason=reason))
             continue
@@ -427,8 +456,8 @@ def check_claims(
             continue
         items.append((sentence, ids, " ".join(texts)))
         claim = CITED_ID_RE.sub(" ", sentence)
-        if answer_lines and line.lstrip().startswith(answer_lines):
-            claim = f"{question} {claim.replace(answer_lines, ' ')}"
+        if _answers(line, answer_lines):
+            claim = f"{question} {claim.replace(answer_lines or '', ' ')}"
         claims.append(claim)
     if embed is not None and items:
         vecs = embed(claims + [t[:2000] for _, _, t in items])
@@ -444,6 +473,11 @@ def check_claims(
                     )
                 )
     return flagged
+
+
+def _answers(line: str, answer_lines: str | None) -> bool:
+    """Whether ``line`` is the answer line (it starts with ``answer_lines``)."""
+    return bool(answer_lines) and line.lstrip().startswith(answer_lines or "")
 
 
 # "The passages do not state X", "X is not provided": saying what is missing needs no source.

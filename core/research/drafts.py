@@ -66,6 +66,25 @@ def _with_heading(text: str, start: int) -> int:
     return start
 
 
+_CITES_ONLY = re.compile(r"^[\s.;,]*(?:\[[^\]\n]+\][\s.;,]*)+$")
+
+
+def citations_joined(text: str) -> str:
+    """``text`` with a line that holds only citations ("[E4]") joined to the line before it,
+    whose claim they cite: a small model may put its labels on a line of their own, which then
+    read as an empty claim and left the line above uncited."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if _CITES_ONLY.match(line) and out and out[-1].strip():
+            cites = "".join(_CITES.findall(line))
+            head = out[-1].rstrip()
+            end = head[-1] if head[-1] in ".!?" else ""
+            out[-1] = f"{head[: len(head) - len(end)].rstrip()} {cites}{end}"
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def line_key(text: str) -> str:
     """A sentence or line compared for repeats: its words, case folded, citations aside."""
     return " ".join(_WORDS.findall(_CITES.sub(" ", text).casefold()))

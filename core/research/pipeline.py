@@ -22,7 +22,7 @@ STAGES: dict[str, str] = {
     "body": "under a short answer, the writer's prose (one model call; off: answer and chain)",
     "notes_body": "under a short answer, notes a passage holds, not the writer's prose (off)",
     "prompt_echo": "drop the prompt's data blocks (notes, passages) the writer copied",
-    "cite_quotations": "cite the passage a quotation was pasted from, when the writer did not",
+    "cite_quotations": "cite the passage a quotation or whole sentence was copied from, if uncited",
     "method_talk": "drop uncited sentences about the writing rather than the subject",
     "passage_talk": "say what a passage states, not that it states it, citations kept",
     "answer_copy": "drop draft lines and sentences that only repeat the answer or its chain",

@@ -287,7 +287,7 @@ def _run(
                 bare = not draft  # nothing held beyond the answer: the answer and its chain
             else:
                 draft = prose
-        draft = bracket_labels(draft, labels)
+        draft = drafts.citations_joined(bracket_labels(draft, labels))
         by_id = {ev.evidence_id: ev.text for ev in evidence}
         quoted = {k: by_id[v] for k, v in labels.items()}
         draft = apply(
