@@ -79,47 +79,6 @@ def make_table_pdf(path: Path) -> list[list[str]]:
     return TABLE_ROWS
 
 
-FORM_FINDING = "the keeper's failure to trim the lamp wick before the evening watch."
-
-
-def make_form_pdf(path: Path) -> list[str]:
-    """A report form: many small-font field rows (most of the page's text, so they set the body
-    size), section headings, and its findings in a larger font: a five-row paragraph, and a
-    lead-in sentence ending "to be:" whose finding goes on in lower case on a line of its own.
-    Returns the paragraph's sentences."""
-    doc = pymupdf.open()
-    page = doc.new_page(width=612, height=792)
-    y = 60.0
-
-    def line(text: str, size: float, font: str = "helv", gap: float = 4) -> None:
-        nonlocal y
-        page.insert_text((72, y), text, fontsize=size, fontname=font)
-        y += size + gap
-
-    line("Lighthouse Incident Report", 16, "hebo", 10)
-    for i in range(24):
-        line(f"Field {i}: Northport station log entry {i} | Reviewer: T. Varga | Code: K{i}", 7)
-    y += 10
-    line("Analysis", 13, "hebo", 8)
-    sentences = [
-        "According to the keeper's statement, the lamp dimmed shortly after dusk on the night.",
-        "The relief keeper found the wick charred and the reservoir nearly empty at midnight.",
-        "No fault with the lens, the clockwork or the ventilation was found by the inspector.",
-    ]
-    words = " ".join(sentences).split()
-    rows = [" ".join(words[i : i + 9]) for i in range(0, len(words), 9)]
-    for row in rows:
-        line(row, 10.5, gap=3)
-    y += 10
-    line("Cause and Findings", 13, "hebo", 8)
-    line("The board determines the cause of this incident to be:", 8)
-    line(FORM_FINDING, 10.5, gap=8)
-    line("Findings", 11.5, "hebo")
-    doc.save(path)
-    doc.close()
-    return sentences
-
-
 def make_headings_pdf(path: Path) -> None:
     """Nested headings: a big title, section headings and a bold sub-heading, with prose."""
     doc = pymupdf.open()

@@ -71,23 +71,6 @@ def test_heading_path(tmp_path: Path, count: WordPieceCounter) -> None:
     assert by_text  # passages start with their heading text
 
 
-def test_body_text_set_larger_than_a_forms_fields_is_not_a_heading(
-    tmp_path: Path, count: WordPieceCounter
-) -> None:
-    path = tmp_path / "form.pdf"
-    sentences = pdfgen.make_form_pdf(path)
-    doc = extract_file(path, settings=SETTINGS, count_tokens=count)
-    analysis = next(p for p in doc.passages if sentences[0] in " ".join(p.text.split()))
-    assert all(s in " ".join(analysis.text.split()) for s in sentences)  # one paragraph
-    assert analysis.heading_path == ["Lighthouse Incident Report", "Analysis"]
-    # the finding set larger heads nothing and stays with the sentence that leads into it
-    cause = next(p for p in doc.passages if pdfgen.FORM_FINDING in p.text)
-    assert "of this incident to be:" in cause.text
-    assert cause.heading_path == ["Lighthouse Incident Report", "Cause and Findings"]
-    paths = {tuple(p.heading_path) for p in doc.passages}
-    assert not any(h.startswith(("According", "the keeper")) for path in paths for h in path)
-
-
 def test_word_boxes_cover_span_words(tmp_path: Path, count: WordPieceCounter) -> None:
     path = tmp_path / "two.pdf"
     expected = pdfgen.make_two_column_pdf(path)

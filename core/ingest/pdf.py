@@ -196,23 +196,6 @@ def _body_size(pages: list[PageData]) -> float:
     return counts.most_common(1)[0][0] if counts else 10.0
 
 
-HEADING_ROWS = 3  # a heading wraps to at most this many rows
-
-
-def _reads_as_sentence(text: str) -> bool:
-    """Whether a block set in a heading's style is body text: a sentence of more than ten
-    words, or more than four going on in lower case from the text before it (a form's
-    findings set larger than its fields; a release's paragraphs larger than its tables)."""
-    said = " ".join(text.split())
-    words = len(said.split())
-    return (words > 10 and said.endswith(".")) or (words > 4 and said[:1].islower())
-
-
-def _wordy(block: _Builder) -> bool:
-    """More words than a heading's rows hold (a cover's title of three short rows does not)."""
-    return len(block.text().split()) > 20
-
-
 def _heading_style(row: _Row, text: str, body: float, isolated: bool) -> tuple[float, bool] | None:
     """The (size, bold) style key if ``row`` looks like a heading, else None."""
     if row.is_table or len(text) > 160 or sum(c.isalpha() for c in text) < 2:
@@ -303,25 +286,12 @@ def _page_blocks(page: PageData, body: float) -> list[_Builder]:
             kind = "table" if row.is_table else ("heading" if style else "paragraph")
             sep = " "
             joinable = False
-            if (
-                cur is not None
-                and style is not None
-                and cur.style == style
-                and cur.kind != "table"
-                and gap < (0.8 if cur.kind == "heading" else 0.6) * height
-                and (cur.rows < HEADING_ROWS or _wordy(cur))
-            ):
-                # rows of one heading style running on: a heading wraps to at most
-                # HEADING_ROWS rows; more, and wordy, is body text set large, one paragraph
-                if cur.rows >= HEADING_ROWS:
-                    cur.kind = "paragraph"
-                kind, joinable = cur.kind, True
-            elif cur is not None and cur.kind == kind and prev is not None:
+            if cur is not None and cur.kind == kind and prev is not None:
                 if kind == "table":
                     joinable = gap < 2.5 * height
                     sep = "\n"
                 elif kind == "heading":
-                    joinable = False  # another style: another heading
+                    joinable = cur.style == style and gap < 0.8 * height and cur.rows < 3
                 else:
                     joinable = gap < 0.6 * height and not text.startswith(("•", "◦", "▪", "●"))
                     prev_text = cur.parts[-1] if cur.parts else ""
@@ -525,9 +495,6 @@ def read_pdf(
             f"{'were' if len(ocred) > 1 else 'was'} {READ_BY_OCR}"
         )
 
-    for b in builders:
-        if b.kind == "heading" and _reads_as_sentence(b.text()):
-            b.kind = "paragraph"  # a sentence in a larger font heads nothing
     styles = sorted(
         {b.style for b in builders if b.kind == "heading" and b.style is not None},
         key=lambda st: (-st[0], not st[1]),
