@@ -62,7 +62,7 @@ def without_heading(fact: str, passage: str) -> str:
     "Northport Northport is a town on the Dravin." for a passage "Northport" over "Northport is
     a town on the Dravin. ..." reads "Northport is a town on the Dravin." A fact that names its
     passage's title as its subject ("Northport lies on ...") keeps it, and so does a row copied
-    from a table under a label line ("Total" over "Fixed Assets | $ 97")."""
+    from a table under a label line ("Total" over "Harbor Fees | $ 97")."""
     head, _, body = passage.strip().partition("\n\n")  # a heading is a block of its own
     head, body, said = " ".join(head.split()), " ".join(body.split()), " ".join(fact.split())
     rest = said[len(head) :].lstrip()
