@@ -1,11 +1,13 @@
 """How well the answer-kind check tells an answer of the kind asked from one of another kind.
 
-Invented names only (no benchmark text): each case is a two-hop question of one of a few shapes
-("Who founded the company that makes X?", "How many people live in the capital of Y?"), an
-answer of the kind it asks for (a person, a number) and one of another kind, the kind a small
-model tends to give instead: the thing the question's first hop names (the company), a figure
-from the passages where a name is asked for, a name where a figure is. Each answer is judged the
-way a run judges it (``core.research.support.kind_flag``, the real prompt, the real model
+Invented names (no benchmark text), and for one shape well-known cities: each case is a two-hop
+question of one of a few shapes ("Who founded the company that makes X?", "How many people live
+in the capital of Y?"), an answer of the kind it asks for (a person, a number) and one of
+another kind, the kind a small model tends to give instead: the thing the question's first hop
+names (the company), a figure from the passages where a name is asked for, a name where a
+figure is, the place a first hop found where an amount of that place is asked for (the bridge;
+``bridge_known``: a real city, which the model reads as the amount more often). Each answer is
+judged the way a run judges it (``core.research.support.kind_flag``, the real prompt, the real model
 through ``LLM.choose``); the script reports mean p(yes) for both, the share of pairs where the
 right kind scores higher (AUC), how many of each the floor (``support.KIND_FLOOR``) flags, per
 shape and overall, and the time per judgement.
@@ -98,6 +100,32 @@ def _figure(rng: random.Random) -> Case:
     )
 
 
+def _bridge(rng: random.Random) -> Case:
+    """An amount asked of the place a first hop finds, answered with that place (the bridge)."""
+    amount, right = rng.choice(
+        [
+            ("usual yearly rainfall", f"{rng.randint(12, 80)} inches"),
+            ("average January temperature", f"{rng.randint(-8, 12)} °C"),
+            ("population", f"{rng.randint(2, 900)},{rng.randint(100, 999)}"),
+        ]
+    )
+    return (
+        f"What is the {amount} in the town where the {name(rng)} Quartet was formed?",
+        right,
+        name(rng, 3),
+    )
+
+
+_KNOWN = ["Oslo", "Lyon", "Denver", "Osaka", "Porto", "Leeds", "Boston", "Munich", "Quito"]
+
+
+def _bridge_known(rng: random.Random) -> Case:
+    """:func:`_bridge` with a well-known city as the bridge: what a model knows of a real
+    place pulls it towards reading the place as the amount."""
+    q, right, _ = _bridge(rng)
+    return q.replace("town", "city"), right, rng.choice(_KNOWN)
+
+
 SHAPES: dict[str, Callable[[random.Random], Case]] = {
     "who": _who,
     "where": _where,
@@ -105,6 +133,8 @@ SHAPES: dict[str, Callable[[random.Random], Case]] = {
     "how_many": _count,
     "which_thing": _what,
     "figure": _figure,
+    "bridge": _bridge,
+    "bridge_known": _bridge_known,
 }
 
 
