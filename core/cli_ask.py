@@ -20,7 +20,7 @@ from typing import Any
 
 from core.cli_research import EXIT_OK, EXIT_PARTIAL, Handler, _fmt_for, build_models
 from core.errors import ConfigError, ModelError
-from core.export import FORMATS
+from core.export import FORMATS, check_out
 from core.research.conversation import conversation_of
 from core.research.schemas import ROLES, Boundary, RunEvent
 from core.service import Sourcebook
@@ -64,6 +64,9 @@ def cmd_ask(app: Sourcebook, args: argparse.Namespace) -> int:
             "What is the question?",
             hint='Use `sourcebook ask "question"`, or `--conversation NAME` to reopen one.',
         )
+    if args.out:  # a wrong --out is told before the model runs
+        _fmt_for(args.out, args.format)
+        check_out(args.out)
     if question is None:
         conv = app.conversation(args.conversation)
         pending = conv.pending()

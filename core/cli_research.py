@@ -24,7 +24,7 @@ from typing import Any
 from core.cli_progress import ResearchProgress
 from core.errors import ConfigError, ModelError
 from core.eval_metrics import shareable
-from core.export import BINARY_FORMATS, FORMATS, ExportFormat, format_for
+from core.export import BINARY_FORMATS, FORMATS, ExportFormat, check_out, format_for
 from core.research.pipeline import STAGES
 from core.research.schemas import ROLES, Boundary, ResearchPlan, RunEvent
 from core.service import Sourcebook
@@ -211,6 +211,9 @@ def _fmt_for(path: Path, fmt: str | None) -> ExportFormat:
 def cmd_research(app: Sourcebook, args: argparse.Namespace) -> int:
     if not args.question and not args.from_conversation:
         raise ConfigError("What is the question?", hint='Use `sourcebook research "question"`.')
+    if args.out:  # a wrong --out is told before the run, not after it
+        _fmt_for(args.out, args.format)
+        check_out(args.out)
     boundary = Boundary(doc_refs=tuple(args.doc), collections=tuple(args.collection), web=args.web)
     plan = None
     if args.plan_file:

@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 import pymupdf
 
+from core.errors import ConfigError, SourcebookError
 from core.export_evidence import (
     EvidenceEntry,
     EvidenceImage,
@@ -95,6 +96,30 @@ def format_for(path: Path, fmt: str | None = None) -> ExportFormat | None:
         if known == chosen:
             return known
     return None
+
+
+def check_out(path: Path) -> None:
+    """Refuse, before any work, a path no report can be written to: a folder, or a file in a
+    folder that does not exist (a research run would otherwise end in an error after minutes)."""
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder.", hint="Give a file name, e.g. report.md.")
+    if not path.parent.is_dir():
+        raise ConfigError(
+            f"Cannot write {path}: the folder {path.parent} does not exist.",
+            hint="Create the folder, or choose another file.",
+        )
+
+
+def write_out(path: Path, data: bytes) -> None:
+    """``data`` written to ``path`` (:func:`check_out` first), or a clear error saying why not."""
+    check_out(path)
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise SourcebookError(
+            f"Could not write {path}: {exc.strerror or exc}.",
+            hint="Choose a file in a folder you can write to.",
+        ) from exc
 
 
 def provenance(report: Report) -> dict[str, Any]:

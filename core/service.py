@@ -19,7 +19,7 @@ from typing import Literal
 
 from core.errors import NotFoundError, translate_errors
 from core.evidence import Evidence
-from core.export import ExportFormat, export_report
+from core.export import ExportFormat, check_out, export_report, write_out
 from core.export_refs import SourceInfo
 from core.ingest import text_lost
 from core.library import AddProgress, Library, LibraryChanges, ProgressFn
@@ -516,11 +516,13 @@ class Sourcebook:
     def export_report(self, report: Report, fmt: ExportFormat, out: Path | None = None) -> bytes:
         """``report`` exported with what the library knows: page pictures of the cited words
         (html, pdf, docx) and the documents' years and dates (bib, csl). Slow: a worker."""
+        if out is not None:
+            check_out(out)  # before the pages are drawn
         data = export_report(
             report, fmt, render_page=self.render_page, source_info=self.source_info
         )
         if out is not None:
-            out.write_bytes(data)
+            write_out(out, data)
         return data
 
     def source_info(self, doc_id: str) -> SourceInfo | None:

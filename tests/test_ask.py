@@ -326,6 +326,17 @@ def test_ask_cli_streams_then_prints_the_checked_answer(
     assert re.search(r"^cli\s+answered\s+ask: ", listing, re.MULTILINE)
     assert "cli/turn-" not in listing
     assert main(["--home", home, "ask", "--conversation", "nosuch"]) == 3
+    # a wrong --out is told before the model runs (a scripted model with nothing left to say)
+    monkeypatch.setattr(Sourcebook, "role_models", lambda self, **_kw: {"default": PassageLLM([])})
+    missing = research_app.home / "no-such-folder" / "answer.md"
+    assert main(["--home", home, "ask", FOUNDED, "--out", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-folder does not exist" in err and "Create the folder" in err
+    unknown = str(research_app.home / "answer.txt")
+    assert main(["--home", home, "ask", FOUNDED, "--out", unknown]) == 2
+    assert "Cannot tell the format" in capsys.readouterr().err
+    assert main(["--home", home, "research", FOUNDED, "--out", str(missing)]) == 2  # same there
+    assert "does not exist" in capsys.readouterr().err
 
 
 @pytest.mark.real_model

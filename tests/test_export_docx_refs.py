@@ -214,3 +214,9 @@ def test_cli_export_by_format_and_suffix(
     assert capsys.readouterr().out.count("@misc{") == 3
     with pytest.raises(ConfigError, match="needs a file"):
         _cli(export_app, ["export", report.task, "--format", "docx"])
+    # a file in a folder that does not exist, or a folder: told plainly, nothing written
+    with pytest.raises(ConfigError, match=r"folder .*missing does not exist"):
+        _cli(export_app, ["export", report.task, "--out", str(tmp_path / "missing" / "r.md")])
+    with pytest.raises(ConfigError, match="is a folder"):
+        _cli(export_app, ["export", report.task, "--format", "md", "--out", str(tmp_path)])
+    assert not (tmp_path / "missing").exists()
