@@ -283,11 +283,13 @@ def _chain(ctx: RunContext, links: list[tuple[str, str]], labels: Mapping[str, s
 
 
 def _own_words(ctx: RunContext, fact: str, evidence_id: str) -> str:
-    """A step's fact without its passage's heading, when the step copied the passage whole,
-    and (stage ``passage_talk``) saying what the passage states, not that it states it."""
+    """Stage ``passage_talk`` on a step's fact: without its passage's heading, when the step
+    copied the passage's opening heading and all, and saying what the passage states, not
+    that it states it."""
+    if not stage_on(ctx, "passage_talk"):
+        return fact
     got = ctx.fetched.get(evidence_id)
-    fact = without_heading(fact, got.text) if got is not None else fact
-    return without_passage_talk(fact) if stage_on(ctx, "passage_talk") else fact
+    return without_passage_talk(without_heading(fact, got.text) if got is not None else fact)
 
 
 _ASKS_WHEN = re.compile(r"^\s*when\b|\bwhen\s*\?\s*$|\b(?:what|which) year\b|\bwhat date\b", re.I)
