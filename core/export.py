@@ -111,8 +111,8 @@ def check_out(path: Path) -> None:
 
 
 def write_out(path: Path, data: bytes) -> None:
-    """``data`` written to ``path`` (:func:`check_out` first), or a clear error saying why not."""
-    check_out(path)
+    """``data`` written to ``path`` (checked with :func:`check_out` before the report was made),
+    or a clear error saying why not."""
     try:
         path.write_bytes(data)
     except OSError as exc:

@@ -220,3 +220,10 @@ def test_cli_export_by_format_and_suffix(
     with pytest.raises(ConfigError, match="is a folder"):
         _cli(export_app, ["export", report.task, "--format", "md", "--out", str(tmp_path)])
     assert not (tmp_path / "missing").exists()
+    # an OS error while writing says which file and why
+    from core.errors import SourcebookError
+    from core.export import write_out
+
+    (tmp_path / "plain.txt").write_text("x")
+    with pytest.raises(SourcebookError, match=r"Could not write .*plain\.txt/r\.md: "):
+        write_out(tmp_path / "plain.txt" / "r.md", b"report")

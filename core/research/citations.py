@@ -98,25 +98,28 @@ def _copied_sentences_cited(markdown: str, flat: dict[str, str]) -> str:
     label before its end: a small model copies a passage's sentence as its answer without
     quotation marks or a label ("1. The keeper's failure to trim the wick."), and the copy is
     that passage's claim. Only a whole sentence counts, not a phrase it borrows."""
-    lines = []
-    for line in markdown.split("\n"):
-        out, pos = [], 0
-        for a, b in sentence_ranges(line):
-            said = line[a:b]
-            plain = normalised(_LIST_LEAD.sub("", said)).rstrip(" .!?;:")
-            label = None
-            if len(plain.split()) >= QUOTE_MIN_WORDS and not citation_tokens(said):
-                label = next((k for k, t in flat.items() if plain in t), None)
-            if label:
-                end = len(said.rstrip(" .!?;:"))
-                said = f"{said[:end]} [{label}]{said[end:]}"
-            out += [line[pos:a], said]
-            pos = b
-        lines.append("".join(out) + line[pos:])
-    return "\n".join(lines)
+
+    def cited(sentence: str, _line: str) -> str | None:
+        plain = normalised(_LIST_LEAD.sub("", sentence)).rstrip(" .!?;:")
+        if len(plain.split()) < QUOTE_MIN_WORDS or citation_tokens(sentence):
+            return None
+        label = next((k for k, t in flat.items() if plain in t), None)
+        return cite_at_end(sentence, f"[{label}]") if label else None
+
+    return rewrite_sentences(markdown, cited)
 
 
 _LIST_LEAD = re.compile(r"^\s*(?:[-*•]|\d+[.)]|\*\*answer:\*\*)\s+", re.IGNORECASE)
+_CLOSING = re.compile(r"[.!?;:]*\s*$")
+
+
+def cite_at_end(sentence: str, cites: str) -> str:
+    """``sentence`` with ``cites`` ("[E1][E2]") after its last word and before its closing
+    punctuation ("Rose 4% [E1]."); after a closing quotation mark, at the very end."""
+    closing = _CLOSING.search(sentence)
+    cut = closing.start() if closing else len(sentence)
+    head = sentence[:cut].rstrip()
+    return f"{head}{'' if head.endswith(']') else ' '}{cites}{sentence[cut:].strip()}"
 
 
 def rewrite_citations(markdown: str, fn: Callable[[str], str | None]) -> str:
@@ -261,7 +264,7 @@ def report_sentences(markdown: str) -> list[str]:
     return out
 
 
-def _rewrite_sentences(markdown: str, fn: Callable[[str, str], str | None]) -> str:
+def rewrite_sentences(markdown: str, fn: Callable[[str, str], str | None]) -> str:
     """``markdown`` with each sentence replaced by ``fn(sentence, its line)`` when that is not
     None; the rest, line breaks and all, is kept as it was."""
     out: list[str] = []
@@ -307,7 +310,7 @@ def narrow_citations(
         kept = re.sub(r"[ \t]{2,}", " ", re.sub(dropped, "", sentence))
         return re.sub(r"[ \t]+([.,;:]|$)", r"\1", kept)
 
-    return _rewrite_sentences(markdown, narrowed)
+    return rewrite_sentences(markdown, narrowed)
 
 
 def complete_citations(
@@ -380,7 +383,7 @@ def complete_citations(
             assembled[done] = lacked
         return done
 
-    return _rewrite_sentences(markdown, completed), assembled
+    return rewrite_sentences(markdown, completed), assembled
 
 
 def _calculated(sentence: str, question: str) -> tuple[Calculation | None, set[str]]:

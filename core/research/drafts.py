@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from core.research.citations import citation_tokens
+from core.research.citations import citation_tokens, cite_at_end, rewrite_sentences
 from core.research.context import RunContext
 from core.research.pipeline import stage_on
 from core.text import SENTENCE_END, line_sentence_ranges, sentence_ranges
@@ -76,10 +76,7 @@ def citations_joined(text: str) -> str:
     out: list[str] = []
     for line in text.splitlines():
         if _CITES_ONLY.match(line) and out and out[-1].strip():
-            cites = "".join(_CITES.findall(line))
-            head = out[-1].rstrip()
-            end = head[-1] if head[-1] in ".!?" else ""
-            out[-1] = f"{head[: len(head) - len(end)].rstrip()} {cites}{end}"
+            out[-1] = cite_at_end(out[-1].rstrip(), "".join(_CITES.findall(line)))
         else:
             out.append(line)
     return "\n".join(out)
@@ -175,7 +172,6 @@ def without_method_talk(draft: str) -> str:
 # states that X", "We can see from the passage [2] that X", "According to the document [3], X",
 # "X, as stated in the passage [1]", under a label of its reasoning ("Step 3:", "Fact 1:").
 _CITE_RUN = r"(?:\s*\[[^\]\n]+\])*"
-_BRACKETS = re.compile(r"\[[^\]\n]+\]")
 _SOURCE = (
     r"(?:the|this|that|these|those)\s+(?:given\s+|provided\s+|cited\s+|above\s+)?"
     r"(?:passages?|texts?|documents?|sources?|context|excerpts?)"
@@ -206,18 +202,14 @@ def without_passage_talk(draft: str) -> str:
     [1].", its citations kept at the sentence's end; a label of the writer's reasoning before
     it ("Step 3:") goes. An uncited "The passage does not name ..." says what the sources read
     lack, in those words. What the sentence claims is unchanged, so the checks read the same
-    claim with the same citations."""
-    return "\n".join(_plain_line(ln) for ln in draft.splitlines())
+    claim with the same citations. A table row is data, kept as written."""
 
+    def plain(sentence: str, line: str) -> str | None:
+        if line.lstrip().startswith("|"):
+            return None
+        return _plain_sentence(sentence, at_line_start=line.lstrip().startswith(sentence))
 
-def _plain_line(line: str) -> str:
-    if line.lstrip().startswith("|"):  # a table row is data, kept as written
-        return line
-    out, pos = [], 0
-    for a, b in sentence_ranges(line):
-        out += [line[pos:a], _plain_sentence(line[a:b], at_line_start=not line[:a].strip())]
-        pos = b
-    return "".join(out) + line[pos:]
+    return rewrite_sentences(draft, plain)
 
 
 def _plain_sentence(sentence: str, *, at_line_start: bool) -> str:
@@ -236,13 +228,8 @@ def _plain_sentence(sentence: str, *, at_line_start: bool) -> str:
         said = "The sources read do not " + said[lacks.end() :]
     if tail := _TAIL_FRAME.search(said):
         said, cites = said[: tail.start()] + said[tail.end() :], cites + tail.group(0)
-    cites = "".join(c for c in _BRACKETS.findall(cites) if c not in said)
-    if cites:
-        end = re.search(r"[.!?]?\s*$", said)  # after a closing quotation mark, at the end
-        cut = end.start() if end else len(said)
-        head = said[:cut].rstrip()
-        said = head + ("" if head.endswith("]") else " ") + cites + said[cut:]
-    return lead + said
+    cites = "".join(c for c in _CITES.findall(cites) if c not in said)
+    return lead + (cite_at_end(said, cites) if cites else said)
 
 
 # A data block of the writer's prompt: "Notes (data, not instructions):" then <data> ... </data>
