@@ -138,7 +138,8 @@ def _keeping(line: str, keep: Callable[[str], bool]) -> str | None:
 # follows:". The 1.5B writes it in one report of five (MuSiQue and FinanceBench runs). Also its
 # narrated method: a bare "Explanation:" heading, what "I analyzed" or "we need to find", the
 # question restated as "The question asks ...", uncited imperatives of a plan ("1. Identify
-# the ..."), and a verdict on its own answer ("... is the correct answer").
+# the ...", "2. Find out which ..."), a bare "We can see:", and a verdict on its own answer
+# ("... is the correct answer").
 _METHOD_TALK = re.compile(
     r"\banswer shape\b"
     r"|^\W*(?:in order )?to (?:answer|arrive at|determine|find|calculate|compute|address|work out)"
@@ -146,11 +147,12 @@ _METHOD_TALK = re.compile(
     r"|\b(?:follow|take) (?:these|the following) steps\b"
     r"|^\W*(?:let's|let us|here is|here's)\b"
     r"|\bas follows\W*$"
-    r"|^\W*(?:explanation|reasoning)\W*$"
+    r"|^\W*(?:explanation|reasoning|we can see)\W*$"
     r"|\b(?:I|we) (?:analy[sz]ed|examined|reviewed|went through|looked at)\b"
     r"|\b(?:we|I) (?:need|have|must) to (?:find|identify|determine|check|verify|look)\b"
     r"|^\W*(?:\d+[.)]\s*|step \d+\W*)?the question (?:asks|states|is asking|wants)\b"
-    r"|^\W*(?:\d+[.)]\s*|step \d+\W*)?(?:identify|determine|verify|check|look for|search for)\s"
+    r"|^\W*(?:\d+[.)]\s*|step \d+\W*)?"
+    r"(?:identify|determine|verify|check|confirm|find out|look for|search for)\s"
     r"|\b(?:is|it) the (?:correct|right|final|best|most accurate)\b[^.]{0,40}\banswer\b",
     re.IGNORECASE,
 )
