@@ -124,6 +124,10 @@ def test_key_terms() -> None:
     # a step's number is not a claim, and a name is whole when it has an accent (the 1.5B's
     # "Step 2: ..." was flagged for "2", and an accented title for the part before its accent)
     assert key_terms("Step 2: Then the composer of Wolkenhärfe.") == ["Wolkenhärfe"]
+    # a list's marks are no figures; a figure opening a sentence is, whole
+    assert key_terms("- 2. 1,254 tonnes went to Kelmor.") == ["1254", "Kelmor"]
+    assert key_terms("3) 1.5 million in 2021") == ["1.5", "2021"]
+    assert key_terms("## 2021 results") == ["2021"]
 
 
 def test_claims_compare_names_with_accents_folded() -> None:

@@ -75,7 +75,9 @@ def terms_missing(terms: list[str], text: str) -> list[str]:
 def key_terms(sentence: str) -> list[str]:
     """Numbers, dates and names a cited sentence asserts."""
     plain = CITED_ID_RE.sub(" ", sentence)
-    plain = re.sub(r"^[\s>*#\-\d.)]+", " ", plain)  # list markers, headings
+    # list markers and headings ("- ", "> ", "## ", "2. ", "3) "), not a figure opening the
+    # sentence: "1,254 tonnes" asserts 1,254, not 254
+    plain = re.sub(r"^\s*(?:(?:[>*#\-]+|\d{1,2}[.)])(?:\s+|$))*", " ", plain)
     plain = re.sub(r"^\s*step\s+\d+\s*[:.)]", " ", plain, flags=re.I)  # "Step 2:" numbers a step
     terms: list[str] = figures(plain)
     words = re.findall(r"[^\W\d_](?:[^\W\d_]|['\-])+", plain)  # "Brückner", not "Br"
