@@ -21,7 +21,7 @@ from core.research.chain import (
     chain_lines,
     without_heading,
 )
-from core.research.citations import complete_citations
+from core.research.citations import check_claims, complete_citations
 from core.research.schemas import ResearchLimits
 from core.service import Sourcebook
 from models.llm import ChatMessage, Choice
@@ -512,6 +512,19 @@ def test_citations_are_not_completed_on_the_chain_lines() -> None:
     done, _ = complete_citations(md, _evidence, [ID1, ID2], Q, keep=keep)
     assert link in done.splitlines()  # the link as it was
     assert done.splitlines()[-1] == link[2:].replace(f"[{ID1}]", f"[{ID1}][{ID2}]")
+
+
+def test_a_link_citing_the_passage_beside_its_own_cites_the_one_that_holds_it() -> None:
+    # the model copied the fact from one passage and gave the other's label: the link cites
+    # the passage holding all it states, alone, and still stands on that one passage
+    md = f"{MARK} the Dravin River [{ID2}].\n\n{CHAIN_HEAD}\n- {FACT1} [{ID2}].\n- {FACT2} [{ID2}]."
+    keep = set(chain_lines(md)).__contains__
+    done, assembled = complete_citations(md, _evidence, [ID2, ID1], Q, keep=keep)
+    assert f"- {FACT1} [{ID1}]." in done.splitlines()
+    assert f"- {FACT2} [{ID2}]." in done.splitlines()  # held by its own passage: as it was
+    assert done.splitlines()[0] == f"{MARK} the Dravin River [{ID2}]."
+    assert not assembled
+    assert not check_claims(done, _evidence, None, Q, answer_lines=MARK)
 
 
 def test_with_the_body_off_the_answer_and_its_chain_are_the_report(chain_app: Sourcebook) -> None:

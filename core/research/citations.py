@@ -335,8 +335,11 @@ def complete_citations(
     passage about the answer, not the fetched one about the subject the sentence also names,
     or misnames what a fetched passage names ("II" written "III"): either way the passage
     naming what the sentence lacked is added, and a sentence still not held stays flagged.
-    Lines ``keep`` answers true for are left as they are (the answer's chain: each link must
-    hold on its one passage, so one that does not is flagged, not propped up)."""
+    Lines ``keep`` answers true for are not completed (the answer's chain: each link must
+    hold on its one passage, so one that does not is flagged, not propped up); a link whose
+    cited passage lacks what it states cites instead the first candidate holding all of it,
+    when one does: a small model copies a step's fact from one passage and gives the label of
+    the passage beside it."""
     cited = set(CITED_ID_RE.findall(markdown))
     held_by = {
         i: cited_text(ev) for i in dict.fromkeys(candidates) if (ev := evidence(i)) is not None
@@ -345,7 +348,7 @@ def complete_citations(
 
     def completed(sentence: str, line: str) -> str | None:
         ids = list(dict.fromkeys(CITED_ID_RE.findall(sentence)))
-        if not ids or keep(line):
+        if not ids:
             return None
         derived = _calculated(sentence, question)[1]
         asserted = [t for t in key_terms(sentence) if t not in derived]
@@ -354,6 +357,9 @@ def complete_citations(
         if not lacked:
             return None
         texts = {i: text for i, text in held_by.items() if i not in ids}
+        if keep(line):
+            holder = next((i for i, t in texts.items() if not terms_missing(asserted, t)), None)
+            return None if holder is None else _recited(sentence, holder)
 
         def cover(i: str, wanted: list[str]) -> tuple[int, bool, bool, int]:
             held = len(asserted) - len(terms_missing(asserted, texts[i]))
@@ -384,6 +390,12 @@ def complete_citations(
         return done
 
     return rewrite_sentences(markdown, completed), assembled
+
+
+def _recited(sentence: str, evidence_id: str) -> str:
+    """``sentence`` citing ``evidence_id`` alone, in place of the citations it had."""
+    cites = list(CITED_ID_RE.finditer(sentence))
+    return f"{sentence[: cites[0].start()]}[{evidence_id}]{sentence[cites[-1].end() :]}"
 
 
 def _calculated(sentence: str, question: str) -> tuple[Calculation | None, set[str]]:
