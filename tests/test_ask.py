@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -225,6 +226,44 @@ def test_an_unsupported_answer_is_not_asserted(research_app: Sourcebook) -> None
     assert turns[0].answer == "" and turns[0].reply == NO_ANSWER_REPLY
     call = [c for c in llm.history if c.kind == "stream"][1]
     assert call.messages[2].content == NO_ANSWER_REPLY
+
+
+def test_a_figure_in_a_table_split_between_passages_is_checked_with_its_period(
+    tmp_path: Path, embedder: Any
+) -> None:
+    # the table's header (its periods) is in the passage before the row's: the writer reads
+    # the row beside its periods, and the checks read it so too, or "in 2022" is not found
+    rows = "\n".join(
+        f"| Kelmor depot {i} | {1000 + i:,} | {1200 + 3 * i:,} |" for i in range(1, 21)
+    )
+    (tmp_path / "freight.md").write_text(
+        "# Northport Freight Statement\n\nFreight handled by depot, in tonnes.\n\n"
+        f"| Depot | 2021 | 2022 |\n|---|---|---|\n{rows}\n",
+        encoding="utf-8",
+    )
+    app = Sourcebook(tmp_path / "home", embedder=embedder)
+    try:
+        assert not app.add([tmp_path / "freight.md"]).failed
+        row = pid_with(app, "Kelmor depot 18 |")
+        assert "2022" not in app.library.evidence(row).text  # the header is not in its passage
+        llm = PassageLLM(
+            [
+                "1,254 [{Kelmor depot 18 (}]\nKelmor depot 18 handled 1,254 tonnes in 2022 "
+                "[{Kelmor depot 18 (}]."
+            ]
+        )
+        report = app.ask(
+            "How many tonnes did Kelmor depot 18 handle in 2022?",
+            conversation="freight",
+            models={"default": llm},
+            limits=LIM,
+        )
+    finally:
+        app.close()
+    assert report.markdown.startswith("**Answer:** 1,254 [1].")
+    assert [c.evidence_id for c in report.citations] == [row]
+    assert "2022" not in report.citations[0].quote  # what the citation quotes is the passage's
+    assert not report.flagged_claims and report.status == "answered", report.status_reasons
 
 
 def test_an_interrupted_turn_resumes_and_a_saved_one_reopens(

@@ -93,6 +93,17 @@ def finish_draft(
             ev = lookup(ev_id)
         return ev
 
+    read: dict[str, Evidence | None] = {}
+
+    def as_read(ev_id: str) -> Evidence | None:
+        """The passage as the writer read it (:func:`writer.with_tables`): a table row beside
+        its periods, also those of a header the passage before it holds, so a claim naming a
+        figure's year is checked against the table it is in, not the passage's cut alone."""
+        if ev_id not in read:
+            ev = fetched_or_span(ev_id)
+            read[ev_id] = None if ev is None else writer.with_tables(ctx, [ev])[0]
+        return read[ev_id]
+
     checker = CitationChecker(labels, fetched_or_span, lookup, ctx.scope.allows)
     invalid = checker.invalid(draft)
     if invalid:
@@ -115,7 +126,7 @@ def finish_draft(
         ctx,
         "narrow_citations",
         text,
-        lambda t: narrow_citations(t, fetched_or_span, keep_lines=writer.ANSWER_MARK),
+        lambda t: narrow_citations(t, as_read, keep_lines=writer.ANSWER_MARK),
     )
     # passages the writer was shown first, then the rest the run fetched, as the checker allows
     citable = [i for i in [*labels.values(), *ctx.fetched.ids()] if checker.resolve(i)[0]]
@@ -124,7 +135,7 @@ def finish_draft(
         before = text
         links = set(chain.chain_lines(text))
         text, assembled = complete_citations(
-            text, fetched_or_span, citable, st.question, keep=links.__contains__
+            text, as_read, citable, st.question, keep=links.__contains__
         )
         record(ctx, "complete_citations", changes(before, text))
     st.removed = removed
@@ -134,7 +145,7 @@ def finish_draft(
     if stage_on(ctx, "claim_check"):
         st.flagged = check_claims(
             text,
-            fetched_or_span,
+            as_read,
             lambda xs: ctx.library.embedder.embed(xs),
             st.question,
             answer_lines=writer.ANSWER_MARK,
@@ -143,8 +154,8 @@ def finish_draft(
         record(ctx, "claim_check", {"flagged": [excerpt(f.sentence) for f in st.flagged]})
     if stage_on(ctx, "answer_subject"):
         mark = writer.ANSWER_MARK
-        loose = chain.unanchored(text, st.question, fetched_or_span, mark)
-        tie = chain.anchoring(text, st.question, fetched_or_span, citable, mark) if loose else None
+        loose = chain.unanchored(text, st.question, as_read, mark)
+        tie = chain.anchoring(text, st.question, as_read, citable, mark) if loose else None
         if tie is not None and chain.chain_lines(text):
             # cited where the reader sees it; an answer without a chain keeps its citations,
             # or it would join documents with no chain to carry it and go unjudged
@@ -153,7 +164,7 @@ def finish_draft(
             st.flagged.append(loose)
         record(ctx, "answer_subject", {"flagged": loose is not None and tie is None, "tie": tie})
     if stage_on(ctx, "support_check"):
-        st.flagged += _support_flags(ctx, st, text, fetched_or_span)
+        st.flagged += _support_flags(ctx, st, text, as_read)
     if stage_on(ctx, "answer_kind"):
         st.flagged += _kind_flags(ctx, st, text)
     if stage_on(ctx, "worked_change"):
