@@ -28,7 +28,10 @@ STAGES: dict[str, str] = {
     "answer_copy": "drop draft lines and sentences that only repeat the answer or its chain",
     "trail": "end the report with the research trail: each step's cited finding",
     "narrow_citations": "keep, of a sentence's citations, those that hold all it names",
-    "complete_citations": "also cite fetched passages holding what a sentence's citations lack",
+    "complete_citations": (
+        "also cite fetched passages holding what a sentence's citations lack; a chain link, "
+        "the one holding all it states instead"
+    ),
     "claim_check": "flag sentences whose names and figures their cited passages lack",
     "answer_subject": "tie the answer line to what the question names by a passage read, else flag",
     "support_check": "flag claims the model judges their cited passages do not state",
