@@ -525,6 +525,13 @@ def test_a_link_citing_the_passage_beside_its_own_cites_the_one_that_holds_it() 
     assert done.splitlines()[0] == f"{MARK} the Dravin River [{ID2}]."
     assert not assembled
     assert not check_claims(done, _evidence, None, Q, answer_lines=MARK)
+    # a citation inside the sentence moves to its end; none of its words is lost
+    link = f"- Tomas Varga [{ID2}] was born in Kelmor."
+    inside = f"{MARK} the Dravin River [{ID2}].\n\n{CHAIN_HEAD}\n{link}"
+    done, _ = complete_citations(
+        inside, _evidence, [ID2, ID1], Q, keep=chain_lines(inside).__contains__
+    )
+    assert done.splitlines()[-1] == f"- Tomas Varga was born in Kelmor [{ID1}]."
 
 
 def test_with_the_body_off_the_answer_and_its_chain_are_the_report(chain_app: Sourcebook) -> None:

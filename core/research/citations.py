@@ -306,11 +306,16 @@ def narrow_citations(
         ]
         if not held or len(held) == len(ids):
             return None
-        dropped = "|".join(re.escape(f"[{i}]") for i in ids if i not in held)
-        kept = re.sub(r"[ \t]{2,}", " ", re.sub(dropped, "", sentence))
-        return re.sub(r"[ \t]+([.,;:]|$)", r"\1", kept)
+        return _without_citations(sentence, [i for i in ids if i not in held])
 
     return rewrite_sentences(markdown, narrowed)
+
+
+def _without_citations(sentence: str, ids: list[str]) -> str:
+    """``sentence`` without its citations of ``ids``, no space left before its punctuation."""
+    dropped = "|".join(re.escape(f"[{i}]") for i in ids)
+    kept = re.sub(r"[ \t]{2,}", " ", re.sub(dropped, "", sentence))
+    return re.sub(r"[ \t]+([.,;:]|$)", r"\1", kept)
 
 
 def complete_citations(
@@ -359,7 +364,9 @@ def complete_citations(
         texts = {i: text for i, text in held_by.items() if i not in ids}
         if keep(line):
             holder = next((i for i, t in texts.items() if not terms_missing(asserted, t)), None)
-            return None if holder is None else _recited(sentence, holder)
+            if holder is None:
+                return None
+            return cite_at_end(_without_citations(sentence, ids), f"[{holder}]")
 
         def cover(i: str, wanted: list[str]) -> tuple[int, bool, bool, int]:
             held = len(asserted) - len(terms_missing(asserted, texts[i]))
@@ -390,12 +397,6 @@ def complete_citations(
         return done
 
     return rewrite_sentences(markdown, completed), assembled
-
-
-def _recited(sentence: str, evidence_id: str) -> str:
-    """``sentence`` citing ``evidence_id`` alone, in place of the citations it had."""
-    cites = list(CITED_ID_RE.finditer(sentence))
-    return f"{sentence[: cites[0].start()]}[{evidence_id}]{sentence[cites[-1].end() :]}"
 
 
 def _calculated(sentence: str, question: str) -> tuple[Calculation | None, set[str]]:
