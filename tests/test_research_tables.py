@@ -19,6 +19,9 @@ Total net sales | 1,500 | 1,860 | 2,135
 Operating expenses:
 Cost of sales | 900 | (1,010) | —"""
 
+MIDDLE = """Research | 60 | 75 | 90
+General and administrative | 80 | 95 | 105"""
+
 RUNS_ON = """Marketing | 120 | 150 | 170
 Operating income | 480 | 700 | 965
 See notes."""
@@ -56,26 +59,40 @@ def test_headers_name_periods() -> None:
 
 
 def test_a_table_split_between_passages_keeps_its_header() -> None:
-    assert runs_on(STATEMENT, RUNS_ON) == ["2020", "2021", "2022"]
-    assert labelled_rows(RUNS_ON, runs_on(STATEMENT, RUNS_ON)).splitlines()[1] == (
+    assert runs_on([STATEMENT], RUNS_ON) == ["2020", "2021", "2022"]
+    assert labelled_rows(RUNS_ON, runs_on([STATEMENT], RUNS_ON)).splitlines()[1] == (
         "Operating income (2020: 480; 2021: 700; 2022: 965)"
     )
     # not when the passage before ends in prose, or this one starts with prose
-    assert runs_on(STATEMENT + "\nSee notes.", RUNS_ON) is None
-    assert runs_on(STATEMENT, "Prose first.\n" + RUNS_ON) is None
+    assert runs_on([STATEMENT + "\nSee notes."], RUNS_ON) is None
+    assert runs_on([STATEMENT], "Prose first.\n" + RUNS_ON) is None
+    assert runs_on([], RUNS_ON) is None
+
+
+def test_a_table_split_over_three_passages_keeps_the_header_of_the_first() -> None:
+    # the middle passage holds only rows: the header is the one before it
+    assert runs_on([MIDDLE, STATEMENT], RUNS_ON) == ["2020", "2021", "2022"]
+    # a middle passage with prose in it began no table from the header before it
+    assert runs_on(["A note on segments.\n" + MIDDLE, STATEMENT], RUNS_ON) is None
+    # nor is a header found when the passages run out first
+    assert runs_on([MIDDLE], RUNS_ON) is None
+    # a passage before that ends in prose stops the walk back
+    assert runs_on([MIDDLE, STATEMENT + "\nSee notes."], RUNS_ON) is None
 
 
 def test_the_writer_reads_evidence_with_its_tables_labelled() -> None:
     first, second = evidence("ev1:" + "a" * 16, STATEMENT), evidence("ev1:" + "b" * 16, RUNS_ON)
-    second = second.model_copy(update={"passage_id": "p2"})
-    texts = {"p1": STATEMENT, "p2": RUNS_ON}
+    second = second.model_copy(update={"passage_id": "p3"})
+    texts = {"p1": STATEMENT, "p2": MIDDLE, "p3": RUNS_ON}
+    previous = {"p3": "p2", "p2": "p1"}
     store: Any = SimpleNamespace(
-        neighbours=lambda pid: {"previous": "p1" if pid == "p2" else None},
+        neighbours=lambda pid: {"previous": previous.get(pid)},
         get_passage=lambda pid: SimpleNamespace(text=texts[pid]),
     )
     ctx: Any = SimpleNamespace(library=SimpleNamespace(store=store))
     read = with_tables(ctx, [first, second])
     assert "Total net sales (2020: 1,500; 2021: 1,860; 2022: 2,135)" in read[0].text
+    # the header two passages back, past one that holds only rows
     assert read[1].text.startswith("Marketing (2020: 120; 2021: 150; 2022: 170)")
     assert read[1].passage_text == RUNS_ON  # what a citation quotes is untouched
     prose = evidence("ev1:" + "c" * 16, "No table here.")

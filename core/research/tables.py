@@ -3,7 +3,7 @@
 2016: 45,310; 2017: 52,870)".
 
 A filing's statement is a table of line items by period, and a passage holds it as rows of
-cells, the periods once at the top (or in the passage before, when the table runs on). Asked
+cells, the periods once at the top (or in a passage before, when the table runs on). Asked
 for a change in revenue between two years, the 1.5B took two figures from a row twenty lines
 below the header ("Operating income | 1,120 | 1,480 | 1,390") and could not tell which year
 each was. With each figure beside its period, a row says what it holds on its own. A row
@@ -18,6 +18,7 @@ figure per period); everything else is kept as written.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from core.text import MONTH, YEAR
 
@@ -51,23 +52,31 @@ def _table_row(line: str) -> bool:
     return len(_cells(line)) > 2
 
 
-def runs_on(before: str, text: str) -> list[str] | None:
-    """The header a table in ``text`` carries over from the passage ``before`` it: the last
-    header there, when ``before`` ends in a table row and ``text`` starts with one (the same
-    table, split between passages), else None."""
-    tail = [ln for ln in before.splitlines() if ln.strip()][-1:]
+def runs_on(before: Iterable[str], text: str) -> list[str] | None:
+    """The header a table in ``text`` carries over from the passages ``before`` it (nearest
+    first): when ``text`` starts with a table row and the passage before ends in one (the same
+    table, split between passages), the last header there; a long statement split into more
+    passages may hold only rows there, and then the header is looked for in the passage before
+    that, and so on. None when no header is found before a passage that is not all table rows
+    (the table began there without one) or the passages run out."""
     head = [ln for ln in text.splitlines() if ln.strip()][:1]
-    if not tail or not head or not (_table_row(tail[0]) and _table_row(head[0])):
+    if not head or not _table_row(head[0]):
         return None
-    found = None
-    for line in before.splitlines():
-        found = header(line) or found
-    return found
+    for passage in before:
+        lines = [ln for ln in passage.splitlines() if ln.strip()]
+        if not lines or not _table_row(lines[-1]):
+            return None
+        found = None
+        for line in lines:
+            found = header(line) or found
+        if found or not all(map(_table_row, lines)):
+            return found
+    return None
 
 
 def labelled_rows(text: str, carried: list[str] | None = None) -> str:
     """``text`` with each table row under a header written as its line item and a period per
-    figure; ``carried`` is the header of the passage before (from :func:`runs_on`), for rows
+    figure; ``carried`` is the header of the passages before (from :func:`runs_on`), for rows
     above this passage's own first header."""
     periods = carried
     out = []

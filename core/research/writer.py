@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -79,18 +79,32 @@ def order_evidence(ctx: RunContext, notes: list[ResearchNotes]) -> list[Evidence
     return sorted(evs, key=lambda e: (tier(e.evidence_id), -scores[e.doc_id], rank[e.evidence_id]))
 
 
+#: How many passages back a table split between passages is followed for its header.
+TABLE_RUN_PASSAGES = 5
+
+
+def _passages_before(ctx: RunContext, passage_id: str) -> Iterator[str]:
+    """The texts of the passages before ``passage_id`` in its document, nearest first, up to
+    :data:`TABLE_RUN_PASSAGES`; read only as far as they are asked for."""
+    store = ctx.library.store
+    for _ in range(TABLE_RUN_PASSAGES):
+        before = store.neighbours(passage_id).get("previous")
+        if not before:
+            return
+        passage_id = before
+        yield store.get_passage(passage_id).text
+
+
 def with_tables(ctx: RunContext, evidence: list[Evidence]) -> list[Evidence]:
     """The evidence as the model reads it: statement rows beside their periods
-    (:func:`~core.research.tables.labelled_rows`); a table running on from the passage before
-    keeps that passage's header."""
+    (:func:`~core.research.tables.labelled_rows`); a table running on from the passages before
+    keeps their header."""
     out = []
     for ev in evidence:
         carried = None
         if "|" in ev.text:
             try:
-                before = ctx.library.store.neighbours(ev.passage_id).get("previous")
-                if before:
-                    carried = runs_on(ctx.library.store.get_passage(before).text, ev.text)
+                carried = runs_on(_passages_before(ctx, ev.passage_id), ev.text)
             except GraphError:
                 carried = None
         text = labelled_rows(ev.text, carried)
