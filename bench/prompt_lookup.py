@@ -55,6 +55,19 @@ def kind_of(key: str) -> str | None:
     return {"notes": "notes", "answer": "answer", "write": "write"}.get(last)
 
 
+def call_schema(kind: str, messages: list[ChatMessage]) -> Any:
+    """The schema a logged notes or answer call was made with, rebuilt from the evidence ids or
+    labels its prompt shows; None for another kind or a prompt that shows none."""
+    text = "\n".join(m.content for m in messages)
+    if kind == "notes":
+        ids = list(dict.fromkeys(_EV_ID.findall(text)))
+        return notes_model(ids) if ids else None
+    if kind == "answer":
+        labels = list(dict.fromkeys(_LABEL.findall(text)))
+        return short_answer_model(labels) if labels else None
+    return None
+
+
 def recorded_calls(log: TaskLog, series: str, per_kind: int) -> list[dict[str, Any]]:
     """Up to ``per_kind`` logged calls of each kind, from the series' tasks in name order."""
     calls: list[dict[str, Any]] = []
@@ -69,18 +82,9 @@ def recorded_calls(log: TaskLog, series: str, per_kind: int) -> list[dict[str, A
             if kind is None or counts.get(kind, 0) >= per_kind:
                 continue
             messages = [ChatMessage.model_validate(m) for m in ev.payload]
-            text = "\n".join(m.content for m in messages)
-            schema: Any = None
-            if kind == "notes":
-                ids = list(dict.fromkeys(_EV_ID.findall(text)))
-                if not ids:
-                    continue
-                schema = notes_model(ids)
-            elif kind == "answer":
-                labels = list(dict.fromkeys(_LABEL.findall(text)))
-                if not labels:
-                    continue
-                schema = short_answer_model(labels)
+            schema = call_schema(kind, messages)
+            if kind != "write" and schema is None:
+                continue
             counts[kind] = counts.get(kind, 0) + 1
             calls.append(
                 {

@@ -39,8 +39,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.prompt_lookup import call_schema  # noqa: E402
 from core.research import support  # noqa: E402
-from core.research.schemas import LeanPlan, notes_model, short_answer_model  # noqa: E402
+from core.research.schemas import LeanPlan  # noqa: E402
 from core.settings import ModelSettings, models_cache_dir  # noqa: E402
 from core.tasks import TaskLog  # noqa: E402
 from models.errors import StructuredOutputError  # noqa: E402
@@ -49,8 +50,6 @@ from models.llm import ChatMessage, json_prompt  # noqa: E402
 from models.starter import STARTER_DEFAULT, ensure_starter  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "prompt_reuse.json"
-_EV_ID = re.compile(r"^\[(ev\d:[0-9a-f]{16})\]", re.MULTILINE)
-_LABEL = re.compile(r"^\[(E\d+)\]", re.MULTILINE)
 # a passage as a notes or writer prompt shows it: its id or label and title line, then its text
 _BLOCK = re.compile(
     r"^\[(?:ev\d:[0-9a-f]{16}|E\d+)\][^\n]*\n(.*?)(?=^\[(?:ev\d:|E\d+\])|</data>)", re.M | re.S
@@ -86,14 +85,7 @@ def logged_calls(log: TaskLog, series: str, limit: int | None) -> list[dict[str,
             if kind is None:
                 continue
             messages = [ChatMessage.model_validate(m) for m in ev.payload]
-            text = "\n".join(m.content for m in messages)
-            schema: Any = None
-            if kind == "plan":
-                schema = LeanPlan
-            elif kind == "notes":
-                schema = notes_model(list(dict.fromkeys(_EV_ID.findall(text))))
-            elif kind == "answer":
-                schema = short_answer_model(list(dict.fromkeys(_LABEL.findall(text))))
+            schema = LeanPlan if kind == "plan" else call_schema(kind, messages)
             calls.append(
                 {
                     "task": info.name,
