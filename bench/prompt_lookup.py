@@ -31,6 +31,7 @@ import resource
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,33 +69,44 @@ def call_schema(kind: str, messages: list[ChatMessage]) -> Any:
     return None
 
 
+def series_calls(
+    log: TaskLog,
+    series: str,
+    kind_of: Callable[[str], str | None],
+    *,
+    in_run_order: bool = False,
+    limit: int | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The model calls a series' tasks logged, each as its task, key, kind (``kind_of`` its key;
+    None leaves it out), messages and schema (:func:`call_schema`): the tasks in name order, or
+    in the order they ran, the first ``limit`` of them."""
+    tasks = [t for t in log.list_tasks() if t.name.startswith(series + "-")]
+    tasks.sort(key=(lambda t: t.created_at) if in_run_order else (lambda t: t.name))
+    for info in tasks[:limit]:
+        for ev in log.events(info.name):
+            kind = kind_of(ev.key) if ev.kind == "messages" else None
+            if kind is None:
+                continue
+            messages = [ChatMessage.model_validate(m) for m in ev.payload]
+            yield {
+                "task": info.name,
+                "key": ev.key,
+                "kind": kind,
+                "messages": messages,
+                "schema": call_schema(kind, messages),
+            }
+
+
 def recorded_calls(log: TaskLog, series: str, per_kind: int) -> list[dict[str, Any]]:
     """Up to ``per_kind`` logged calls of each kind, from the series' tasks in name order."""
     calls: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
-    for info in sorted(log.list_tasks(), key=lambda t: t.name):
-        if not info.name.startswith(series + "-"):
+    for call in series_calls(log, series, kind_of):
+        kind = call["kind"]
+        if counts.get(kind, 0) >= per_kind or (kind != "write" and call["schema"] is None):
             continue
-        for ev in log.events(info.name):
-            if ev.kind != "messages":
-                continue
-            kind = kind_of(ev.key)
-            if kind is None or counts.get(kind, 0) >= per_kind:
-                continue
-            messages = [ChatMessage.model_validate(m) for m in ev.payload]
-            schema = call_schema(kind, messages)
-            if kind != "write" and schema is None:
-                continue
-            counts[kind] = counts.get(kind, 0) + 1
-            calls.append(
-                {
-                    "task": info.name,
-                    "key": ev.key,
-                    "kind": kind,
-                    "messages": messages,
-                    "schema": schema,
-                }
-            )
+        counts[kind] = counts.get(kind, 0) + 1
+        calls.append(call)
     return calls
 
 

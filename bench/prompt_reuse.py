@@ -39,14 +39,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.prompt_lookup import call_schema  # noqa: E402
+from bench.prompt_lookup import series_calls  # noqa: E402
 from core.research import support  # noqa: E402
 from core.research.schemas import LeanPlan  # noqa: E402
 from core.settings import ModelSettings, models_cache_dir  # noqa: E402
 from core.tasks import TaskLog  # noqa: E402
 from models.errors import StructuredOutputError  # noqa: E402
 from models.llamacpp import LlamaCppLLM  # noqa: E402
-from models.llm import ChatMessage, json_prompt  # noqa: E402
+from models.llm import json_prompt  # noqa: E402
 from models.starter import STARTER_DEFAULT, ensure_starter  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "prompt_reuse.json"
@@ -74,27 +74,10 @@ def kind_of(key: str) -> str | None:
 
 def logged_calls(log: TaskLog, series: str, limit: int | None) -> list[dict[str, Any]]:
     """The series' model calls, task by task in the order they ran, each in its run's order."""
-    tasks = sorted(
-        (t for t in log.list_tasks() if t.name.startswith(series + "-")),
-        key=lambda t: t.created_at,
-    )[:limit]
-    calls = []
-    for info in tasks:
-        for ev in log.events(info.name):
-            kind = kind_of(ev.key) if ev.kind == "messages" else None
-            if kind is None:
-                continue
-            messages = [ChatMessage.model_validate(m) for m in ev.payload]
-            schema = LeanPlan if kind == "plan" else call_schema(kind, messages)
-            calls.append(
-                {
-                    "task": info.name,
-                    "key": ev.key,
-                    "kind": kind,
-                    "messages": messages,
-                    "schema": schema,
-                }
-            )
+    calls = list(series_calls(log, series, kind_of, in_run_order=True, limit=limit))
+    for call in calls:
+        if call["kind"] == "plan":
+            call["schema"] = LeanPlan
     return calls
 
 
