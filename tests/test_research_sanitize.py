@@ -594,3 +594,16 @@ def test_a_place_is_held_by_its_demonym_and_the_other_way_round() -> None:
     novel = evidence(ev_id, "The Salt Ledger is a romance by a playwright.")
     flagged = check_claims(f"The Salt Ledger is set in Rome [{ev_id}].", {ev_id: novel}.get, None)
     assert [f.reason for f in flagged] == ["not in the cited text: Rome"]
+
+
+def test_a_figure_is_held_without_the_zeros_closing_its_decimals() -> None:
+    """A model answering "to two decimals" writes "35.00" for the passage's "$35 billion"; the
+    figure is the same, another figure is not."""
+    ev_id = "ev1:" + "7" * 16
+    ev = evidence(ev_id, "Kelmor expects a gain of about $35 billion and 2.5% growth.")
+    get = {ev_id: ev}.get
+    assert check_claims(f"Kelmor expects a gain of 35.00 [{ev_id}].", get, None) == []
+    assert check_claims(f"Kelmor expects growth of 2.50% [{ev_id}].", get, None) == []
+    for claim, missing in [("35.50", "35.50"), ("3.00", "3.00"), ("25.0", "25.0")]:
+        flagged = check_claims(f"Kelmor expects a gain of {claim} [{ev_id}].", get, None)
+        assert [f.reason for f in flagged] == [f"not in the cited text: {missing}"]

@@ -53,14 +53,28 @@ def _same_place() -> dict[str, tuple[str, ...]]:
     return {k: tuple(sorted(v)) for k, v in out.items()}
 
 
+_ZEROS = re.compile(r"(\d)\.?0+$")  # the zeros closing a figure's decimals: "35.00", "2.50"
+
+
+def _held_figure(figure: str, cited: str) -> bool:
+    """Whether ``cited`` writes ``figure`` (a :func:`~core.text.figures` spelling with decimals)
+    without the zeros that close its decimals, as a figure of its own: "35.00" is the passage's
+    "$35 billion", "2.50" its "2.5%", but not its "35.5" or "2035"."""
+    if "." not in figure or not _ZEROS.search(figure):
+        return False
+    short = _ZEROS.sub(r"\1", figure)
+    return re.search(rf"(?<![\d.]){re.escape(short)}(?!\.?\d)", cited) is not None
+
+
 def _present(term: str, cited: str) -> bool:
-    """Whether the normalised ``cited`` text holds ``term``: as written, or for a month its
-    abbreviation or a numeric date, or for a place its demonym and the other way round (the
-    claim's "France" is the passage's "French painter")."""
+    """Whether the normalised ``cited`` text holds ``term``: as written, or for a figure
+    without the zeros closing its decimals, or for a month its abbreviation or a numeric date,
+    or for a place its demonym and the other way round (the claim's "France" is the passage's
+    "French painter")."""
     t = normalised(term)
     if t in MONTHS:
         return _has_month(t, cited)
-    if t in cited:
+    if t in cited or _held_figure(t, cited):
         return True
     return any(re.search(rf"\b{re.escape(o)}\b", cited) for o in _same_place().get(t, ()))
 
