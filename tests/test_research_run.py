@@ -22,6 +22,7 @@ from research_fixtures import (
 from core.research.citations import bracket_labels
 from core.research.drafts import (
     COPIED_WORDS,
+    numbered_from_one,
     repeat_cut,
     without_answer_copy,
     without_prompt_echo,
@@ -433,6 +434,36 @@ def test_prose_that_restates_the_answer_or_its_chain_loses_those_sentences() -> 
     assert without_answer_copy(prose, answer) == (
         "The mills closed in 1911 [E1].\n- The valley is wide [E2]."
     )
+
+
+def test_numbered_lists_count_from_one_in_order() -> None:
+    text = (
+        "Intro [E1].\n\n2. Ships [E1].\n3. Cargo [E1].\n   carried on\n   4. tonnes\n   2. crews\n"
+        "7. Fees [E2].\n\nThen prose.\n5. Another list.\n2019. A year opens this line."
+    )
+    assert numbered_from_one(text) == (
+        "Intro [E1].\n\n1. Ships [E1].\n2. Cargo [E1].\n   carried on\n   1. tonnes\n   2. crews\n"
+        "3. Fees [E2].\n\nThen prose.\n1. Another list.\n2019. A year opens this line."
+    )
+    assert numbered_from_one("- Ships [E1].\n1) Cargo.") == "- Ships [E1].\n1) Cargo."
+
+
+def test_a_list_that_lost_its_first_item_to_a_stage_counts_from_one(
+    research_app: Sourcebook,
+) -> None:
+    writer = ScriptedLLM(
+        [
+            "1. Identify the harbor records for 2019.\n"
+            "2. Northport harbor handled 4,200 ships in 2019 [E1].\n"
+            "3. The harbor handled 4,200 ships that year [E1]."
+        ]
+    )
+    report, _ = _ships_run(research_app, writer, "renumbered")
+    body = report.markdown.split("## ")[0]
+    assert "Identify" not in body  # method talk, dropped
+    assert "1. Northport harbor handled 4,200 ships in 2019" in body
+    assert "2. The harbor handled 4,200 ships that year" in body
+    assert "3. " not in body
 
 
 def test_claim_support_flags_unsupported_numbers(research_app: Sourcebook) -> None:

@@ -3,7 +3,8 @@ data blocks copied into it, talk about the writing rather than the subject, a pa
 state something rather than the thing it states, and lines that only repeat the answer line
 above it. Each is a named stage of :mod:`core.research.pipeline` (``prompt_echo``,
 ``method_talk``, ``passage_talk``, ``answer_copy``); :func:`writer_stop` ends generation where
-the text would be cut anyway.
+the text would be cut anyway, and :func:`numbered_from_one` counts a numbered list the stages
+cut into from one again (not a stage: it changes no claim).
 """
 
 from __future__ import annotations
@@ -116,6 +117,40 @@ def without_answer_copy(draft: str, answer: str) -> str:
 
     lines = (None if copy(ln) else _keeping(ln, new) for ln in draft.splitlines())
     return "\n".join(ln for ln in lines if ln is not None).strip()
+
+
+_ITEM = re.compile(r"^(\s*)\d{1,3}([.)])(?=\s)")  # "2. ", "  3) ": not a year opening a line
+
+
+def numbered_from_one(text: str) -> str:
+    """``text`` with each numbered list counting 1, 2, 3, ... in order: a stage that drops a
+    line of the writer's list (its first, repeating the answer) left "2. ... 3. ...", which
+    Markdown shows as written. A list runs over blank lines and its items' indented lines; a
+    line at a shallower indent, or any other line at the list's own, ends it; an item indented
+    deeper is a sublist and counts on its own."""
+    out: list[str] = []
+    counts: list[tuple[str, int]] = []  # (indent, items so far) of the lists open, outermost first
+    for line in text.split("\n"):
+        if not line.strip():
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        while counts and len(indent) < len(counts[-1][0]):
+            counts.pop()
+        m = _ITEM.match(line)
+        if m is None:
+            if counts and len(indent) == len(counts[-1][0]):
+                counts.pop()  # a paragraph at the list's indent ends that list
+            if not indent:
+                counts.clear()
+            out.append(line)
+            continue
+        if counts and counts[-1][0] == indent:
+            counts[-1] = (indent, counts[-1][1] + 1)
+        else:
+            counts.append((indent, 1))
+        out.append(f"{indent}{counts[-1][1]}{m.group(2)}{line[m.end() :]}")
+    return "\n".join(out)
 
 
 def _keeping(line: str, keep: Callable[[str], bool]) -> str | None:

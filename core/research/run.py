@@ -322,6 +322,7 @@ def _run(
             if lines:
                 lines = ctx.log.append(ctx.task, ctx.run, "trail", "trail", lines)
                 draft = f"{draft.rstrip()}\n\n{trail_section(lines)}"
+        draft = drafts.numbered_from_one(draft)  # the lists the stages above left gaps in
     ctx.emit("stage", stage="checking citations")
     with ctx.log.span(ctx.task, ctx.run, "stage", "citations"):
         finish_draft(ctx, st, draft, labels, notes)
