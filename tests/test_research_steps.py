@@ -84,6 +84,11 @@ def test_a_step_fact_is_a_finding_or_else_the_passage_sentence_stating_the_answe
     # an answer without names or figures is found by its words
     kind = _notes("q1", "What kind of town is Kelmor?", "market town", ID2)
     assert steps.fact_for(kind, evidence(ID2, TEXTS[ID2])) == "Kelmor is a market town."
+    # a finding that is the bare answer, or a cut copy of the passage, states nothing about it
+    for claim in ("Kelmor.", "In Kelmor", "Tomas Varga (born in Kelmor"):
+        named = _notes("q1", Q1, "Kelmor", ID1, claim)
+        assert steps.fact_for(named, evidence(ID1, TEXTS[ID1])) == BORN
+    assert steps.fact_for(named, evidence(ID1, "Kelmor. (Varga, Kelmor")) == ""
 
 
 def test_the_steps_answer_is_the_last_steps_with_one_link_per_step() -> None:

@@ -100,27 +100,38 @@ def lineage(plan: ResearchPlan, last: ResearchQuery) -> list[ResearchQuery]:
     return [q for q in plan.queries if q.id in wanted]
 
 
+def whole_fact(fact: str) -> bool:
+    """Whether ``fact`` can be a sentence: under its bound (one that fills it was cut
+    mid-sentence, a small model copying its passage), three words or more (a finding of one
+    name states nothing about it), and every bracket it opens closed (a small model also copies
+    a passage's title and the start of its first line: "Tarsk Mills Tarsk Mills ("). A cut
+    that ends at a space drops it: a fact one character short of the bound filled it too (logs
+    written before the cut did so keep the space)."""
+    opened = fact.count("(") + fact.count("[")
+    closed = fact.count(")") + fact.count("]")
+    return len(fact.rstrip()) < FACT_MAX - 1 and len(fact.split()) >= 3 and opened == closed
+
+
 def fact_for(notes: ResearchNotes, ev: Evidence) -> str:
     """One sentence stating the step's answer: the shortest of the notes' findings that cites
-    the answer's passage and holds the answer's names, else the first sentence of the passage
-    that holds them ("" when neither does, or the sentence is longer than a link may be)."""
+    the answer's passage, holds the answer's names and is a sentence (:func:`whole_fact`),
+    else the first such sentence of the passage ("" when neither has one)."""
     terms = _terms(notes.answer)
     words = notes.answer.casefold()
 
     def states(text: str) -> bool:
-        return not terms_missing(terms, text) and (bool(terms) or words in text.casefold())
+        held = not terms_missing(terms, text) and (bool(terms) or words in text.casefold())
+        return held and whole_fact(text)
 
     found = [
-        f.claim
-        for f in notes.findings
-        if notes.answer_id in f.evidence_ids and states(f.claim) and len(f.claim) < FACT_MAX
+        f.claim for f in notes.findings if notes.answer_id in f.evidence_ids and states(f.claim)
     ]
     if found:
         return min(found, key=len)
     text = " ".join(ev.text.split())
     for a, b in sentence_ranges(text):
         sentence = text[a:b].strip()
-        if states(sentence) and len(sentence) < FACT_MAX:
+        if states(sentence):
             return sentence
     return ""
 

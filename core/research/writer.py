@@ -24,7 +24,6 @@ from core.research.drafts import line_key, repeat_cut, without_passage_talk, wri
 from core.research.pipeline import record, stage_on
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
 from core.research.schemas import (
-    FACT_MAX,
     WORKED_AS,
     ResearchNotes,
     ResearchPlan,
@@ -243,21 +242,14 @@ def short_answer(
     return f"{line}\n\n{chain}" if chain else line
 
 
-def _whole(fact: str) -> bool:
-    """Whether ``fact`` can be a sentence: under its bound (one that fills it was cut
-    mid-sentence, a small model copying its passage), three words or more, and every bracket it
-    opens closed (a small model also copies a passage's title and the start of its first line:
-    "Tarsk Mills Tarsk Mills ("). A cut that ends at a space drops it: a fact one character
-    short of the bound filled it too (logs written before the cut did so keep the space)."""
-    opened = fact.count("(") + fact.count("[")
-    closed = fact.count(")") + fact.count("]")
-    return len(fact.rstrip()) < FACT_MAX - 1 and len(fact.split()) >= 3 and opened == closed
-
-
 def _links(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     """A short answer's steps as chain links, (fact, label); a fact that is no whole sentence
-    (:func:`_whole`) states nothing, so it is no link."""
-    return [(st["fact"], st["label"]) for st in data["steps"] if st["label"] and _whole(st["fact"])]
+    (:func:`~core.research.steps.whole_fact`) states nothing, so it is no link."""
+    return [
+        (st["fact"], st["label"])
+        for st in data["steps"]
+        if st["label"] and steps.whole_fact(st["fact"])
+    ]
 
 
 def stepped_answer(
