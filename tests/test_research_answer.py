@@ -151,6 +151,21 @@ def test_report_opens_with_the_cited_short_answer(research_app: Sourcebook) -> N
     assert "Answer the question in your first sentence" not in body_prompt[0].content
 
 
+def test_a_bare_figure_answer_says_what_its_passage_says(research_app: Sourcebook) -> None:
+    """An answer "12.00" names no amount; its passage's "12 million" does."""
+    q = "How much did dredging the main channel cost in 2020?"
+    writer = ScriptedLLM([short("12.00", ["E1"]), "The main channel was dredged in 2020 [E1]."])
+    report = _run(
+        research_app,
+        "bare-figure",
+        writer,
+        question=q,
+        passage="Dredging of the main channel",
+        finding="Dredging cost 12 million dollars in 2020.",
+    )
+    assert report.markdown.splitlines()[0].startswith("**Answer:** 12 million [1].")
+
+
 def test_no_answer_in_the_passages_keeps_the_plain_report(research_app: Sourcebook) -> None:
     writer = ScriptedLLM(
         [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from research_fixtures import evidence
 
-from core.research.worked import worked_answer
+from core.research.worked import as_written, worked_answer
 
 INCOME = evidence(
     "ev1:" + "1" * 16,
@@ -65,3 +65,18 @@ def test_the_result_is_written_as_asked() -> None:
     # a large result is an amount, not a fraction to show as a percentage
     w = worked_answer("$19,830", "83,950 - 64,120", "What percent ...? Give the amount.", [INCOME])
     assert w is not None and w.answer == "$19,830"
+
+
+def test_a_bare_figure_answer_is_written_as_its_passage_writes_it() -> None:
+    sale = "Harrowgate expects a gain of about $35 billion from the sale; margins rose 4.50%."
+    texts = [sale, "Units sold | 35 | 41"]
+    assert as_written("35.00", texts) == "$35 billion"
+    assert as_written("$35", texts) == "$35 billion"
+    assert as_written("4.5", texts) == "4.50%"
+    # written bare everywhere, not a bare figure, or a year: kept as it is
+    assert as_written("41", texts) == "41"
+    assert as_written("35 units", texts) == "35 units"
+    assert as_written("Ellen Park", texts) == "Ellen Park"
+    assert as_written("2035", ["Costs were $2,035 million."]) == "2035"
+    # the first text that writes the figure with a unit decides
+    assert as_written("35", ["35% of the sites", sale]) == "35%"

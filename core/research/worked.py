@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from core.evidence import Evidence
 from core.research.arithmetic import TIMES_100, evaluate, operands, sourced
-from core.text import NUMBER_RE, PER_CENT, YEAR, figures, plain_number
+from core.text import CURRENCY, NUMBER, NUMBER_RE, PER_CENT, YEAR, figures, plain_number
 
 _YEAR = re.compile(YEAR)
 _PERCENT = re.compile(PER_CENT, re.IGNORECASE)
@@ -103,3 +103,31 @@ def worked_answer(
         mark = "%" if percent and not _PERCENT.match(after.lstrip()) else ""
         worded = answer[: said.start()] + result + mark + after
     return Worked(worded, f"{expr} = {shown}", list(dict.fromkeys(sources)))
+
+
+_BARE = re.compile(rf"{CURRENCY}?\s?({NUMBER})")
+_WRITTEN = re.compile(
+    rf"(?:{CURRENCY}\s?)?(?<![\d.,]){NUMBER}(?![\d,])"
+    rf"(?:\s?{PER_CENT}|\s(?:thousand|million|billion|trillion)s?\b)?",
+    re.IGNORECASE,
+)
+
+
+def as_written(answer: str, texts: list[str]) -> str:
+    """A bare figure answer (the 1.5B writes "35.00" for the passage's "$35 billion") as the
+    first of ``texts`` that writes its value with a currency, a percent or a scale writes it:
+    "$35 billion". A bare figure names no unit: read alone it is another amount, to the reader
+    and to the support check. Any other answer, or a figure no text writes with a unit, is kept
+    as it is, and so is a year."""
+    bare = _BARE.fullmatch(answer.strip())
+    if bare is None or _YEAR.fullmatch(bare.group(1)):
+        return answer  # not a bare figure, or a year
+    value = float(plain_number(bare.group(1)))
+    for text in texts:
+        for m in _WRITTEN.finditer(text):
+            number = NUMBER_RE.search(m.group(0))
+            if number is None or float(plain_number(number.group(0))) != value:
+                continue
+            if m.group(0) != number.group(0):  # written with a unit
+                return " ".join(m.group(0).split())
+    return answer

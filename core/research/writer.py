@@ -32,7 +32,7 @@ from core.research.schemas import (
 from core.research.tables import labelled_rows, runs_on
 from core.research.terms import key_terms, terms_missing
 from core.research.words import content_words
-from core.research.worked import worked_answer
+from core.research.worked import as_written, worked_answer
 from core.text import MONTH, sentence_ranges
 from graph.errors import GraphError
 
@@ -201,6 +201,7 @@ def short_answer(
         line = f"{ANSWER_MARK} {worked.answer}{WORKED_AS}{worked.calculation} {held}."
         chain = _chain(ctx, _links(data), labels)
         return f"{line}\n\n{chain}" if chain else line
+    answer = as_written(answer, _answer_texts(data, shown, labels))
     line, cites, missing = _answer_line(data, answer, question, shown, labels)
     kind = unlike_asked(question, answer) if line else ""
     chosen = data  # the output whose steps are the chain: the retry's when it is taken
@@ -220,7 +221,9 @@ def short_answer(
             "passages that state them.",
         )
         if again is not None and again["answered"]:
-            answer2 = _answer_words(again, question)
+            answer2 = as_written(
+                _answer_words(again, question), _answer_texts(again, shown, labels)
+            )
             line2, cites2, missing2 = _answer_line(again, answer2, question, shown, labels)
             kind2 = unlike_asked(question, answer2)
             if line2 and (bool(kind2), len(missing2)) < (bool(kind), len(missing)):
@@ -353,6 +356,13 @@ def _holders(
         for ev in shown
         if ev.evidence_id in by_id and not terms_missing(asserted, cited_text(ev))
     ]
+
+
+def _answer_texts(data: dict[str, Any], shown: list[Evidence], labels: dict[str, str]) -> list[str]:
+    """The passages shown as the model read them, those its answer cites first."""
+    first = {labels.get(c, "") for c in data["labels"]}
+    ordered = sorted(shown, key=lambda ev: ev.evidence_id not in first)
+    return [cited_text(ev) for ev in ordered]
 
 
 def _answer_words(data: dict[str, Any], question: str) -> str:
