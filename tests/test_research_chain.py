@@ -97,6 +97,14 @@ def test_a_checked_bridged_chain_carries_the_answer_its_last_link_states() -> No
     # the second link must name what the first found (Kelmor), not only the question's words
     loose = report(facts=(FACT1, "The Dravin River flows through Tomas Varga's valley"))
     assert carries(loose.splitlines()[0], loose, Q, link_sentences(loose), MARK) is None
+    # the answer a link on the way already states is a step the chain went through: asked
+    # for the town's river, a chain ending on the town (or restating it) does not carry it
+    town = report("Kelmor", facts=(FACT1, "Kelmor is a market town on a river"))
+    assert carries(town.splitlines()[0], town, Q, link_sentences(town), MARK) is None
+    # nor one whose first link already names the answer: the chain does not show the last
+    # step finding it, right or not (the answer is then judged as any other joining passages)
+    early = report(facts=("Tomas Varga was born in Kelmor by the Dravin River", FACT2))
+    assert carries(early.splitlines()[0], early, Q, link_sentences(early), MARK) is None
     # a yes or no asserts nothing a passage can be searched for: not carried lexically
     yes = report("Yes")
     assert carries(yes.splitlines()[0], yes, Q, link_sentences(yes), MARK) is None

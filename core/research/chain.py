@@ -120,7 +120,10 @@ def carries(
     ``supported`` (each passed the checks against its own passage; sentence -> support), each
     link after the first names something of the link before it that the question does not, and
     the last link holds every name and figure the answer asserts beyond the question (an answer
-    asserting nothing beyond the question, a yes or a no, is not carried by a lexical test).
+    asserting nothing beyond the question, a yes or a no, is not carried by a lexical test),
+    and no link before it does: an answer a link on the way already states is a step the
+    chain went through, not what its last step found (the town a person was born in, given
+    where the river through that town is asked).
     An answer worked out from figures stands on the links stating them (:func:`traces`)."""
     used = worked_figures(answer_line, question)
     if used:
@@ -136,6 +139,8 @@ def carries(
     asserted = terms_missing(key_terms(f"{answer_mark} {answer}"), question)
     if not asserted or terms_missing(asserted, _CITES.sub(" ", links[-1])):
         return None
+    if any(not terms_missing(asserted, _CITES.sub(" ", link)) for link in links[:-1]):
+        return None  # the answer is what a step on the way found
     return min(supported[s] for s in sentences)
 
 

@@ -67,7 +67,8 @@ ANSWER_FLOOR = 0.5
 #: checked links carries it: judged as a whole, such answers score no better than chance (above).
 JOIN_UNCARRIED = (
     "the answer joins facts from several sources, and no chain of checked steps leads to it "
-    "(each step one fact its own passage states, each naming what the step before found)"
+    "(each step one fact its own passage states, each naming what the step before found, the "
+    "answer stated by the last step and by none before it)"
 )
 #: Why a worked answer is flagged when a figure it is worked out from is stated by no checked
 #: link: the figures are in its passages, but nothing checked says they are the ones asked for.
