@@ -54,6 +54,7 @@ from core.eval_metrics import (
     EvalMode,
     EvalResult,
     QuestionResult,
+    mean,
     numeric_match,
     precision,
     recall,
@@ -456,10 +457,10 @@ def select(
 
 def rescore(result: Mapping[str, Any], answers: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     """A copy of an evaluation result (its full JSON form: a shareable one keeps no reports)
-    with each question's trust figures scored again from its stored report and answer against
-    ``answers`` (question id -> gold answer, then aliases), and the summary's trust figures
-    recomputed from them. Every other figure, and any field this version does not know, is
-    kept as it was: no model runs again."""
+    with each question's trust figures (and a FinanceBench report's numeric match) scored
+    again from its stored report and answer against ``answers`` (question id -> gold answer,
+    then aliases), and the summary's recomputed from them. Every other figure, and any field
+    this version does not know, is kept as it was: no model runs again."""
     out: dict[str, Any] = json.loads(json.dumps(result))
     dataset = out["summary"]["dataset"]
     if "report_markdown" in out.get("redacted", []):
@@ -476,6 +477,7 @@ def rescore(result: Mapping[str, Any], answers: Mapping[str, Sequence[str]]) -> 
             hint="Pass the question file the result was made from.",
         )
     trusts = []
+    matches: list[float | None] = []
     for q in out["questions"]:
         r = QuestionResult.model_validate(q)
         trust = None
@@ -484,6 +486,11 @@ def rescore(result: Mapping[str, Any], answers: Mapping[str, Sequence[str]]) -> 
                 dataset, r.report_markdown, r.status, r.answer, answers[r.qid], r.flagged_claims
             )
             trusts.append(trust)
+            if dataset == "financebench":
+                q["numeric_match"] = numeric_match(r.report_markdown, answers[r.qid][0])
+                matches.append(None if q["numeric_match"] is None else float(q["numeric_match"]))
         q["trust"] = None if trust is None else trust.model_dump(mode="json")
     out["summary"]["trust"] = summarize_trust(trusts).model_dump(mode="json")
+    if dataset == "financebench":
+        out["summary"]["numeric_match"] = mean(matches)
     return out

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from core.research.schemas import WITHHELD_ANSWER
-from core.text import NUMBER, YEAR, split_sentences
+from core.text import MONTH, NUMBER, YEAR, split_sentences
 
 Dataset = Literal["musique", "financebench"]
 EvalMode = Literal["research", "ask"]
@@ -44,6 +44,8 @@ _PUNCT = set(string.punctuation) | {"\u2019", "\u2018", "\u201c", "\u201d", "\u2
 _CITE = re.compile(r"\[(?:\d{1,3}|E\d{1,3}|ev1:[0-9a-fA-F]{16}(?:#\d+-\d+)?)\]")
 _END_SECTIONS = re.compile(r"^#{1,6}\s*(Sources|Flagged claims)\b", re.IGNORECASE | re.MULTILINE)
 _NUMBER = re.compile(rf"-?{NUMBER}")
+_MONTH_BEFORE = re.compile(rf"\b{MONTH}\.?\s+$", re.IGNORECASE)  # "August 30", "Aug. 30"
+_MONTH_AFTER = re.compile(rf"^\s+(?:of\s+)?{MONTH}\b", re.IGNORECASE)  # "30 August"
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -124,14 +126,24 @@ def score_answer(markdown: str, golds: Sequence[str]) -> AnswerScore:
     )
 
 
+def _day_of_month(text: str, m: re.Match[str]) -> bool:
+    """Whether number ``m`` is the day of a date ("August 30, 2023", "30 August")."""
+    raw = m.group(0).rstrip(",")  # "30," of "March 30, 2023"
+    if not raw.isdigit() or not 1 <= int(raw) <= 31:
+        return False
+    return bool(_MONTH_BEFORE.search(text[: m.start()]) or _MONTH_AFTER.match(text[m.end() :]))
+
+
 def numbers(text: str, *, quantities_only: bool = False) -> list[float]:
     """The numbers in ``text``; ``quantities_only`` skips years (a bare 19xx or 20xx, as in
-    "FY 2023") and list enumerators like "(1)", which say nothing about an answer."""
+    "FY 2023"), the day of a date ("from August 30, 2023") and list enumerators like "(1)",
+    which say nothing about an answer."""
     out = []
     for m in _NUMBER.finditer(text):
         raw = m.group(0)
         if quantities_only and (
             re.fullmatch(YEAR, raw)
+            or _day_of_month(text, m)
             or (text[m.start() - 1 : m.start()] == "(" and text[m.end() : m.end() + 1] == ")")
         ):
             continue

@@ -87,6 +87,11 @@ def test_recall_precision_and_numbers() -> None:
     # ... but an amount that reads like a year is one
     assert numeric_match("Adj. EBITDA was $2,019 million in 2021.", "$2,019mn in FY 2021") is True
     assert numeric_match("It opened in 2019.", "$2,019mn in FY 2021") is False
+    # nor is the day of a date: a gold answer naming one asks for no number
+    assert numeric_match("Tarsk Mills.", "Tarsk Mills, from March 30, 2023 onward.") is None
+    assert numeric_match("Tarsk Mills.", "Tarsk Mills (since 1 Sept. 2022)") is None
+    assert numeric_match("It was 30 units.", "It sold 30 units in March 2023.") is True
+    assert numeric_match("About $30 million.", "May revenue was $30 million.") is True
 
 
 def test_text_held_on_page() -> None:

@@ -234,6 +234,22 @@ def test_rescore_adds_trust_figures_and_keeps_the_rest() -> None:
         rescore(saved, {"q1": ["Alice Grant"]})
 
 
+def test_rescore_scores_a_financebench_reports_numeric_match_again() -> None:
+    """A numeric match scored by an older rule (the day of a date read as a quantity) is
+    scored again, and the summary's with it."""
+    rows = [
+        _row("q1", "**Answer:** Tarsk Mills [1].", numeric_match=False),
+        _row("q2", "**Answer:** $1,840 million [1].", numeric_match=True),
+    ]
+    saved = _result(rows)
+    saved["summary"] = {**saved["summary"], "dataset": "financebench", "numeric_match": 0.5}
+    golds = {"q1": ["Tarsk Mills, from March 30, 2023 onward."], "q2": ["$1,840 million"]}
+    out = rescore(saved, golds)
+    assert [q["numeric_match"] for q in out["questions"]] == [None, True]
+    assert out["summary"]["numeric_match"] == 1.0
+    assert out["questions"][0]["trust"]["answer_numeric_match"] is None  # judged by F1
+
+
 def test_eval_rescore_command_scores_a_full_result_and_writes_it_shareable(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
