@@ -73,10 +73,11 @@ def test_a_bare_figure_answer_is_written_as_its_passage_writes_it() -> None:
     assert as_written("35.00", texts) == "$35 billion"
     assert as_written("$35", texts) == "$35 billion"
     assert as_written("4.5", texts) == "4.50%"
-    # written bare everywhere, not a bare figure, or a year: kept as it is
-    assert as_written("41", texts) == "41"
+    # written bare first (a later "41%" is another thing), not a bare figure, or a year: kept
+    assert as_written("41", [*texts, "Margins were 41% in 2019."]) == "41"
     assert as_written("35 units", texts) == "35 units"
     assert as_written("Ellen Park", texts) == "Ellen Park"
     assert as_written("2035", ["Costs were $2,035 million."]) == "2035"
-    # the first text that writes the figure with a unit decides
+    # the first text that writes the figure decides
     assert as_written("35", ["35% of the sites", sale]) == "35%"
+    assert as_written("35", ["35 of the sites", sale]) == "35"

@@ -114,11 +114,12 @@ _WRITTEN = re.compile(
 
 
 def as_written(answer: str, texts: list[str]) -> str:
-    """A bare figure answer (the 1.5B writes "35.00" for the passage's "$35 billion") as the
-    first of ``texts`` that writes its value with a currency, a percent or a scale writes it:
+    """A bare figure answer (the 1.5B writes "35.00" for the passage's "$35 billion") as
+    ``texts`` first write its value, when that is with a currency, a percent or a scale:
     "$35 billion". A bare figure names no unit: read alone it is another amount, to the reader
-    and to the support check. Any other answer, or a figure no text writes with a unit, is kept
-    as it is, and so is a year."""
+    and to the support check. Any other answer is kept as it is, and so is a year, and a figure
+    whose first writing is bare (a table cell; a count whose value a later passage gives as a
+    percentage is not that percentage)."""
     bare = _BARE.fullmatch(answer.strip())
     if bare is None or _YEAR.fullmatch(bare.group(1)):
         return answer  # not a bare figure, or a year
@@ -128,6 +129,6 @@ def as_written(answer: str, texts: list[str]) -> str:
             number = NUMBER_RE.search(m.group(0))
             if number is None or float(plain_number(number.group(0))) != value:
                 continue
-            if m.group(0) != number.group(0):  # written with a unit
-                return " ".join(m.group(0).split())
+            written = " ".join(m.group(0).split())
+            return written if written != number.group(0) else answer
     return answer
