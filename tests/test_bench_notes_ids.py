@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from types import ModuleType
 
-from conftest import REPO
+from conftest import bench_module
 
 from models.llm import ChatMessage
 
 A, B = "ev1:00000000000000aa", "ev1:00000000000000bb"
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("notes_ids", REPO / "bench/notes_ids.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 MESSAGES = [
@@ -28,7 +18,7 @@ MESSAGES = [
 
 
 def test_labels_replace_every_id_in_order_of_first_mention_and_the_enum_follows() -> None:
-    bench = _bench()
+    bench = bench_module("notes_ids")
     prompt, schema = bench.prompt_and_grammar("labels", MESSAGES, [B, A])
     text = prompt[-1].content
     assert A not in text and B not in text
@@ -37,7 +27,7 @@ def test_labels_replace_every_id_in_order_of_first_mention_and_the_enum_follows(
 
 
 def test_no_enum_hides_the_ids_from_the_instruction_but_the_grammar_keeps_them() -> None:
-    bench = _bench()
+    bench = bench_module("notes_ids")
     prompt, schema = bench.prompt_and_grammar("no_enum", MESSAGES, [B, A])
     instruction = prompt[0].content
     assert A not in instruction and bench.ENUM_HINT in instruction
@@ -47,7 +37,7 @@ def test_no_enum_hides_the_ids_from_the_instruction_but_the_grammar_keeps_them()
 
 
 def test_one_id_bounds_a_finding_to_one_passage_in_grammar_and_prompt_line() -> None:
-    bench = _bench()
+    bench = bench_module("notes_ids")
     system = ChatMessage(
         role="system", content="Write notes.\nEach finding is a sentence, with its ids.\nThen."
     )

@@ -3,12 +3,10 @@ model)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-from conftest import REPO
+from conftest import bench_module
 
 from core.research.schemas import LeanPlan
 from core.tasks import TaskLog
@@ -17,16 +15,8 @@ from models.llm import ChatMessage
 ID = "ev1:00000000000000aa"
 
 
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("prompt_reuse", REPO / "bench/prompt_reuse.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_call_kinds_come_from_their_step_keys() -> None:
-    bench = _bench()
+    bench = bench_module("prompt_reuse")
     assert bench.kind_of("plan#messages@1") == "plan"
     assert bench.kind_of("r1/q2/notes#messages@1") == "notes"
     assert bench.kind_of("answer#messages@2") == "answer"
@@ -42,7 +32,7 @@ def _messages(user: str) -> list[dict[str, str]]:
 
 
 def test_a_series_calls_are_replayed_question_by_question_in_run_order(tmp_path: Path) -> None:
-    bench = _bench()
+    bench = bench_module("prompt_reuse")
     log = TaskLog(tmp_path / "tasks.sqlite")
     try:
         for qid in ("q_first", "q_second"):
@@ -74,7 +64,7 @@ def test_a_series_calls_are_replayed_question_by_question_in_run_order(tmp_path:
 
 
 def test_reading_is_summed_with_the_share_continued_from_kept_states() -> None:
-    bench = _bench()
+    bench = bench_module("prompt_reuse")
     rows = [
         {"prompt_tokens": 800, "read_tokens": 400, "passage_tokens_again": 0, "seconds": 6.0},
         {"prompt_tokens": 200, "read_tokens": 200, "passage_tokens_again": 90, "seconds": 2.0},
@@ -90,7 +80,7 @@ def test_reading_is_summed_with_the_share_continued_from_kept_states() -> None:
 
 
 def test_passages_are_told_apart_by_their_text_in_notes_and_writer_prompts() -> None:
-    bench = _bench()
+    bench = bench_module("prompt_reuse")
     mill = "The Tarsk Mills weir was built in 1904.\n  It was raised in 1931."
     notes = {
         "kind": "notes",

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import REPO
-
-
-def _speed() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "research_speed", REPO / "bench/research_speed.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from conftest import bench_module
 
 
 def _fig(p50: float, p90: float, n: int = 5) -> dict[str, Any]:
@@ -27,7 +15,7 @@ def _fig(p50: float, p90: float, n: int = 5) -> dict[str, Any]:
 
 
 def test_asks_top_figures_are_the_slower_sets_and_a_lever_leaves_the_top_alone() -> None:
-    speed = _speed()
+    speed = bench_module("research_speed")
     saved: dict[str, Any] = {}
     speed.merge(saved, "default", "ask", _fig(11.0, 14.0, 15))
     speed.merge(saved, "default", "ask_financebench", _fig(20.0, 30.0, 37))
@@ -48,5 +36,7 @@ def test_a_series_given_under_another_sets_name_is_refused(tmp_path: Path) -> No
     result.write_text(json.dumps({"summary": {"dataset": "financebench"}, "questions": []}))
     out = tmp_path / "speed.json"
     with pytest.raises(SystemExit):
-        _speed().main(["--set", "ask", str(result), str(tmp_path), "--out", str(out)])
+        bench_module("research_speed").main(
+            ["--set", "ask", str(result), str(tmp_path), "--out", str(out)]
+        )
     assert not out.exists()
