@@ -20,10 +20,10 @@ from research_fixtures import (
 from core.evidence import Evidence
 from core.research import writer as writer_module
 from core.research.chain import CHAIN_HEAD
-from core.research.drafts import without_method_talk, without_passage_talk
+from core.research.drafts import strip_restatement, without_method_talk, without_passage_talk
 from core.research.schemas import ResearchLimits
 from core.research.support import WORKED_UNTRACED
-from core.research.writer import key_sentences, strip_restatement, unlike_asked
+from core.research.writer import key_sentences, unlike_asked
 from core.service import Sourcebook
 from models.scripted import ScriptedCall, ScriptedLLM
 

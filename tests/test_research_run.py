@@ -436,6 +436,30 @@ def test_prose_that_restates_the_answer_or_its_chain_loses_those_sentences() -> 
     )
 
 
+def test_prose_that_restates_the_question_with_the_answer_loses_that_sentence() -> None:
+    question = "Which river flows through the town where Tomas Varga was born?"
+    answer = "**Answer:** the Dravin River [E2].\n\n*How the sources lead there:*\n- x [E1]."
+    prose = (
+        "The river that flows through the town where Tomas Varga was born is the Dravin River "
+        "[E2][E1]. The Dravin River floods in spring [E2].\n"
+        "- The town where Tomas Varga was born is Kelmor [E1]."
+    )
+    # the answer said again in the question's words goes; a step's answer so said stays (it
+    # is not the answer line), and so does a sentence about the answer
+    assert without_answer_copy(prose, answer, question) == (
+        "The Dravin River floods in spring [E2].\n"
+        "- The town where Tomas Varga was born is Kelmor [E1]."
+    )
+    # another answer in the question's words is not a copy (answer_consistency flags it)
+    other = "The river that flows through the town where Tomas Varga was born is the Oskel [E1]."
+    assert without_answer_copy(other, answer, question) == other
+    # nor is a sentence whose subject is not the question's own phrase
+    own = "The longest river of the region is the Dravin River [E2]."
+    assert without_answer_copy(own, answer, question) == own
+    # without the question, only word-for-word repeats go, as before
+    assert without_answer_copy(prose, answer).startswith("The river that flows")
+
+
 def test_numbered_lists_count_from_one_in_order() -> None:
     text = (
         "Intro [E1].\n\n2. Ships [E1].\n3. Cargo [E1].\n   carried on\n   4. tonnes\n   2. crews\n"

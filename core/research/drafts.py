@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from core.research.citations import citation_tokens, cite_at_end, rewrite_sentences
 from core.research.context import RunContext
 from core.research.pipeline import stage_on
+from core.research.words import content_words
 from core.text import SENTENCE_END, line_sentence_ranges, sentence_ranges
 
 _CITES = re.compile(r"\[[^\]\n]*\]")
@@ -91,16 +92,20 @@ def line_key(text: str) -> str:
 ANSWER_LEAD_WORDS = 5  # "The short answer is:" before a copied answer line
 
 
-def without_answer_copy(draft: str, answer: str) -> str:
+def without_answer_copy(draft: str, answer: str, question: str = "") -> str:
     """The writer's draft without lines that only repeat the answer line opening the report
     (the 1.5B began its text with "**Answer:** Yes, Acme has ..." word for word, or with
     "The short answer is: **Answer:** ...", flagged for a name "Answer" no passage holds, or
     "The short answer is: Yes, Acme has ..."). ``answer`` may hold several lines (the answer
     and its chain): a draft line repeating any of them goes, and so does a sentence of the
     prose that says one of them again word for word (the prose restating the chain's steps
-    between its own sentences); a short one (under :data:`MIN_REPEAT_CHARS`) stays."""
+    between its own sentences); a short one (under :data:`MIN_REPEAT_CHARS`) stays. So does a
+    sentence that restates ``question`` with the answer ("The mayor of the town where Ann Lee
+    was born was Edda Fenn."): it says the answer line again, with the question's words for
+    what the chain shows, and its citations join passages the checks then flag."""
     keys = {line_key(ln) for ln in answer.splitlines() if line_key(ln)}
-    keys |= {k.removeprefix("answer ") for k in keys}
+    answers = {k.removeprefix("answer ") for k in keys if k.startswith("answer ")}
+    keys |= answers
 
     def copy(line: str) -> bool:
         words = line_key(line)
@@ -112,11 +117,41 @@ def without_answer_copy(draft: str, answer: str) -> str:
                 return True
         return False
 
+    def restated(x: str) -> bool:
+        said = _CITES.sub(" ", x).strip().rstrip(".")
+        rest = strip_restatement(said, question) if question else said
+        return rest != said and line_key(rest) in answers
+
     def new(x: str) -> bool:
+        if restated(x):
+            return False
         return len(line_key(x)) < MIN_REPEAT_CHARS or line_key(x) not in keys
 
     lines = (None if copy(ln) else _keeping(ln, new) for ln in draft.splitlines())
     return "\n".join(ln for ln in lines if ln is not None).strip()
+
+
+_COPULA = re.compile(r"\s(?:was|is|are|were)\s")
+
+
+def strip_restatement(answer: str, question: str) -> str:
+    """The answer without a restated question: "The first mayor of the town that built X was
+    J. Edgar Northcote" -> "J. Edgar Northcote".
+
+    Asked for only the answering words, the 1.5B still often wrote a sentence whose subject is
+    the question's own phrase. The cut is made at a was/is/are/were whose subject's
+    content words all occur in the question (at least two of them), and only when something is
+    left after it; of several such, the last ("the lighthouse in the country where the Eastline
+    railway is found is Cape Morrow" restates a clause with its own copula). Any other answer
+    is kept whole."""
+    asked = content_words(question)
+    cut = answer
+    for m in _COPULA.finditer(answer):
+        subject, rest = answer[: m.start()], answer[m.end() :].strip()
+        words = content_words(subject)
+        if len(words) >= 2 and words <= asked and rest:
+            cut = rest
+    return cut
 
 
 _ITEM = re.compile(r"^(\s*)\d{1,3}([.)])(?=\s)")  # "2. ", "  3) ": not a year opening a line

@@ -25,7 +25,10 @@ STAGES: dict[str, str] = {
     "cite_quotations": "cite the passage a quotation or whole sentence was copied from, if uncited",
     "method_talk": "drop uncited sentences about the writing rather than the subject",
     "passage_talk": "say what a passage states, not that it states it, citations kept",
-    "answer_copy": "drop draft lines and sentences that only repeat the answer or its chain",
+    "answer_copy": (
+        "drop draft lines and sentences that only repeat the answer (also in the question's "
+        "words) or its chain"
+    ),
     "trail": "end the report with the research trail: each step's cited finding",
     "narrow_citations": "keep, of a sentence's citations, those that hold all it names",
     "complete_citations": (

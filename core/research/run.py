@@ -312,7 +312,12 @@ def _run(
                 )
                 draft = fallback
         if answer:
-            body = apply(ctx, "answer_copy", draft, lambda d: drafts.without_answer_copy(d, answer))
+            body = apply(
+                ctx,
+                "answer_copy",
+                draft,
+                lambda d: drafts.without_answer_copy(d, answer, req.question),
+            )
             draft = f"{answer}\n\n{body}"
         if stage_on(ctx, "trail") and not fell_back:
             cited = {labels.get(t, t).lower() for t in citation_tokens(draft)}

@@ -20,7 +20,13 @@ from core.research import steps
 from core.research.chain import chain_block, without_heading
 from core.research.citations import cited_text, credibility
 from core.research.context import RunContext, invalid_output
-from core.research.drafts import line_key, repeat_cut, without_passage_talk, writer_stop
+from core.research.drafts import (
+    line_key,
+    repeat_cut,
+    strip_restatement,
+    without_passage_talk,
+    writer_stop,
+)
 from core.research.pipeline import record, stage_on
 from core.research.prompts import answer_budget, fit_messages, schema_reserve
 from core.research.schemas import (
@@ -31,7 +37,6 @@ from core.research.schemas import (
 )
 from core.research.tables import labelled_rows, runs_on
 from core.research.terms import key_terms, terms_missing
-from core.research.words import content_words
 from core.research.worked import as_written, worked_answer
 from core.text import MONTH, sentence_ranges
 from graph.errors import GraphError
@@ -377,29 +382,6 @@ def _line(answer: str, cites: list[str]) -> str:
 def _asserted(answer: str, question: str) -> list[str]:
     """The names and figures an answer asserts, less those the question itself holds."""
     return terms_missing(key_terms(f"{ANSWER_MARK} {answer}"), question)
-
-
-_COPULA = re.compile(r"\s(?:was|is|are|were)\s")
-
-
-def strip_restatement(answer: str, question: str) -> str:
-    """The answer without a restated question: "The first mayor of the town that built X was
-    J. Edgar Northcote" -> "J. Edgar Northcote".
-
-    Asked for only the answering words, the 1.5B still often wrote a sentence whose subject is
-    the question's own phrase. The cut is made at a was/is/are/were whose subject's
-    content words all occur in the question (at least two of them), and only when something is
-    left after it; of several such, the last ("the lighthouse in the country where the Eastline
-    railway is found is Cape Morrow" restates a clause with its own copula). Any other answer
-    is kept whole."""
-    asked = content_words(question)
-    cut = answer
-    for m in _COPULA.finditer(answer):
-        subject, rest = answer[: m.start()], answer[m.end() :].strip()
-        words = content_words(subject)
-        if len(words) >= 2 and words <= asked and rest:
-            cut = rest
-    return cut
 
 
 def sentence_block(
