@@ -354,6 +354,27 @@ def test_a_narrated_method_is_left_out_and_what_the_sources_lack_stays() -> None
     ]
 
 
+def test_under_an_answer_an_uncited_line_naming_only_what_the_question_names_goes() -> None:
+    question = "Which harbor does the authority Ellen Park founded in Northport run?"
+    draft = "\n".join(
+        [
+            "Ellen Park founded the Northport Harbor Authority in 1921 [E1].",
+            "This confirms that Ellen Park is indeed the founder in Northport.",
+            "The facts that lead to this answer are:",
+            "- Ellen Park chaired it until 1931.",  # a name or date of its own: the claim check's
+            "## Northport",
+            "| Harbor | Berths |",
+            "None of the passages names the harbor master.",
+            "No passage read gives the harbor's depth.",  # what the sources lack: no claim
+            "Ellen Park ran it. It has 40 berths [E2].",  # a line citing once, at its end
+        ]
+    )
+    kept = without_method_talk(draft, question).splitlines()
+    assert kept == [ln for ln in draft.splitlines() if ln[:4] not in ("This", "The ")]
+    # without the question (no answer line above it), only method talk goes, as before
+    assert "This confirms that Ellen Park" in without_method_talk(draft)
+
+
 def test_a_sentence_says_what_its_passage_states_not_that_it_states_it() -> None:
     draft = "\n".join(
         [

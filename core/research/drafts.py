@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from core.research.citations import citation_tokens, cite_at_end, rewrite_sentences
+from core.research.citations import citation_tokens, cite_at_end, rewrite_sentences, states_absence
 from core.research.context import RunContext
 from core.research.pipeline import stage_on
+from core.research.terms import key_terms, terms_missing
 from core.research.words import content_words
 from core.text import SENTENCE_END, line_sentence_ranges, sentence_ranges
 
@@ -228,15 +229,33 @@ _METHOD_TALK = re.compile(
 )
 
 
-def without_method_talk(draft: str) -> str:
+def without_method_talk(draft: str, question: str = "") -> str:
     """The draft without uncited sentences that talk about the writing rather than the subject
     (:data:`_METHOD_TALK`); a line left empty goes, a cited sentence always stays (it claims
-    something a reader can check)."""
+    something a reader can check).
+
+    With ``question`` (the body under an answer line), a line that cites nothing and names
+    nothing the question does not (no other name, figure or date) goes too: it restates the
+    question, narrates the reasoning ("This confirms that A is in the same county as B.", "The
+    facts that lead to this answer are:") or joins the question's own names with no passage
+    behind it, which the claim check, finding no new name to look for, would let stand. A
+    heading, a table row and a statement of what the sources lack stay."""
 
     def subject(x: str) -> bool:
         return bool(citation_tokens(x)) or not _METHOD_TALK.search(x.strip())
 
-    lines = (_keeping(ln, subject) for ln in draft.splitlines())
+    def unfounded(line: str) -> bool:
+        text = line.strip()
+        return (
+            bool(question)
+            and bool(re.search(r"\w", text))
+            and not text.startswith(("#", "|"))
+            and not citation_tokens(line)
+            and not states_absence(line)
+            and not terms_missing(key_terms(line), question)
+        )
+
+    lines = (None if unfounded(ln) else _keeping(ln, subject) for ln in draft.splitlines())
     return "\n".join(ln for ln in lines if ln is not None)
 
 

@@ -23,7 +23,10 @@ STAGES: dict[str, str] = {
     "notes_body": "under a short answer, notes a passage holds, not the writer's prose (off)",
     "prompt_echo": "drop the prompt's data blocks (notes, passages) the writer copied",
     "cite_quotations": "cite the passage a quotation or whole sentence was copied from, if uncited",
-    "method_talk": "drop uncited sentences about the writing rather than the subject",
+    "method_talk": (
+        "drop uncited sentences about the writing rather than the subject, and under an answer "
+        "uncited lines naming nothing beyond the question"
+    ),
     "passage_talk": "say what a passage states, not that it states it, citations kept",
     "answer_copy": (
         "drop draft lines and sentences that only repeat the answer (also in the question's "

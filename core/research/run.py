@@ -297,7 +297,8 @@ def _run(
             lambda d: drafts.without_prompt_echo(d, req.question, quoted.values()),
         )
         draft = apply(ctx, "cite_quotations", draft, lambda d: cite_quotations(d, quoted))
-        draft = apply(ctx, "method_talk", draft, drafts.without_method_talk)
+        asked = req.question if answer else ""  # under an answer, the body names what it adds
+        draft = apply(ctx, "method_talk", draft, lambda d: drafts.without_method_talk(d, asked))
         draft = apply(ctx, "passage_talk", draft, drafts.without_passage_talk)
         fell_back = False
         if not bare and not citation_tokens(draft):
