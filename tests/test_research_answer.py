@@ -20,6 +20,7 @@ from research_fixtures import (
 from core.evidence import Evidence
 from core.research import writer as writer_module
 from core.research.chain import CHAIN_HEAD
+from core.research.citations import states_absence
 from core.research.drafts import strip_restatement, without_method_talk, without_passage_talk
 from core.research.schemas import ResearchLimits
 from core.research.support import WORKED_UNTRACED
@@ -373,6 +374,9 @@ def test_under_an_answer_an_uncited_line_naming_only_what_the_question_names_goe
     assert kept == [ln for ln in draft.splitlines() if ln[:4] not in ("This", "The ")]
     # without the question (no answer line above it), only method talk goes, as before
     assert "This confirms that Ellen Park" in without_method_talk(draft)
+    # what the sources lack, said of the sources, not of the subject's own sources of anything
+    assert states_absence("None of the passages names the harbor master.")
+    assert not states_absence("Northport has no other sources of dredging funds.")
 
 
 def test_a_sentence_says_what_its_passage_states_not_that_it_states_it() -> None:

@@ -503,7 +503,8 @@ _ABSENCE = re.compile(
     r"|\b(?:do|does|did|cannot|can't)\s+(?:not\s+)?(?:state|mention|provide|say|give|specify|"
     r"include|contain|disclose|report|determine)\b"
     r"|\bno\s+(?:information|data|details|mention)\b"
-    r"|\b(?:no|none\s+of\s+the)\s+(?:\w+\s+)?(?:passages?|sources?|documents?|texts?)\b",
+    r"|\b(?:no|none\s+of\s+the)\s+(?:\w+\s+)?(?:passages?|sources?|documents?|texts?)\b"
+    r"(?!\s+of\b)",  # "no passage read names X", not "no other sources of revenue"
     re.IGNORECASE,
 )
 
