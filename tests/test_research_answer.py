@@ -362,7 +362,7 @@ def test_under_an_answer_an_uncited_line_naming_only_what_the_question_names_goe
             "Ellen Park founded the Northport Harbor Authority in 1921 [E1].",
             "This confirms that Ellen Park is indeed the founder in Northport.",
             "The facts that lead to this answer are:",
-            "- Ellen Park chaired it until 1931.",  # a name or date of its own: the claim check's
+            "- Ellen Park chaired it until 1931.",  # a date of its own: the claim check flags it
             "## Northport",
             "| Harbor | Berths |",
             "None of the passages names the harbor master.",

@@ -514,6 +514,12 @@ def states_absence(sentence: str) -> bool:
     return _ABSENCE.search(sentence) is not None
 
 
+def claims_nothing(sentence: str, line: str) -> bool:
+    """Whether ``sentence`` (on ``line``) claims nothing a passage could support: a heading, a
+    table row, or a statement of what the sources lack."""
+    return line.lstrip().startswith(("#", "|")) or states_absence(sentence)
+
+
 def uncited_claim(
     sentence: str,
     line: str,
@@ -527,7 +533,7 @@ def uncited_claim(
     paragraph may cite once, at its end) do not all hold them. Headings, table rows and
     statements of what the sources lack are not claims, nor are ``derived`` numbers (results
     of calculations that hold)."""
-    if line.lstrip().startswith(("#", "|")) or states_absence(sentence):
+    if claims_nothing(sentence, line):
         return ""
     asserted = [t for t in key_terms(sentence) if t not in derived]
     terms = terms_missing(asserted, question)

@@ -12,7 +12,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from core.research.citations import citation_tokens, cite_at_end, rewrite_sentences, states_absence
+from core.research.citations import (
+    citation_tokens,
+    cite_at_end,
+    claims_nothing,
+    rewrite_sentences,
+)
 from core.research.context import RunContext
 from core.research.pipeline import stage_on
 from core.research.terms import key_terms, terms_missing
@@ -245,13 +250,11 @@ def without_method_talk(draft: str, question: str = "") -> str:
         return bool(citation_tokens(x)) or not _METHOD_TALK.search(x.strip())
 
     def unfounded(line: str) -> bool:
-        text = line.strip()
         return (
             bool(question)
-            and bool(re.search(r"\w", text))
-            and not text.startswith(("#", "|"))
+            and bool(re.search(r"\w", line))
             and not citation_tokens(line)
-            and not states_absence(line)
+            and not claims_nothing(line, line)
             and not terms_missing(key_terms(line), question)
         )
 
