@@ -19,7 +19,7 @@ from research_fixtures import (
     worker_script,
 )
 
-from core.research.citations import bracket_labels
+from core.research.citations import bracket_labels, cite_quotations
 from core.research.drafts import (
     COPIED_WORDS,
     numbered_from_one,
@@ -323,6 +323,16 @@ def test_bare_labels_in_prose_become_checked_citations(research_app: Sourcebook)
     assert "E9 is unknown" in body  # not one of the run's labels: left as text
     assert _cited_ids(report) == {ships}
     assert bracket_labels("[E1] and E1, E12 or E1x", ["E1", "E12"]) == "[E1] and [E1], [E12] or E1x"
+
+
+def test_labels_in_parentheses_become_one_citation_each() -> None:
+    quote = "the Dravin River floods the lower town of Kelmor each spring"
+    draft = f'The record says: "{quote}" (E2). See (E1, E2) and (E1 and E7).'
+    bracketed = bracket_labels(draft, ["E1", "E2"])
+    assert bracketed == f'The record says: "{quote}" [E2]. See [E1][E2] and ([E1] and E7).'
+    # the quotation is cited once, not "[E2] ([E2])"
+    cited = cite_quotations(bracketed, {"E2": f"Records show that {quote}, as it has since 1900."})
+    assert cited.count("[E2]") == 2 and "(" not in cited.split("See")[0]
 
 
 def test_a_pasted_quotation_is_cited_not_flagged(research_app: Sourcebook) -> None:

@@ -51,13 +51,26 @@ def citation_tokens(markdown: str) -> list[str]:
     return out
 
 
+_PAREN_LABELS = re.compile(r"[ \t]*\(\s*(E\d+(?:\s*(?:,|;|and)\s*E\d+)*)\s*\)")
+
+
 def bracket_labels(markdown: str, labels: Collection[str]) -> str:
     """Bare evidence labels in prose ("supported by E3 and E6") as citations ("[E3] and [E6]"),
     so they are checked and numbered like the rest; the 1.5B writer named its passages so, and
     the reader saw labels that stand for nothing. Only the run's own labels are touched, and
-    nothing already inside brackets."""
+    nothing already inside brackets. Labels in parentheses ("... courts" (E3).) become
+    citations in place of the parentheses: kept, they read "[2] ([2])" once the quotation
+    beside them is cited."""
     if not labels:
         return markdown
+
+    def unparenthesized(m: re.Match[str]) -> str:
+        named = re.findall(r"E\d+", m.group(1))
+        if not all(n in labels for n in named):
+            return m.group(0)
+        return " " + "".join(f"[{n}]" for n in dict.fromkeys(named))
+
+    markdown = _PAREN_LABELS.sub(unparenthesized, markdown)
     inside = [m.span() for m in re.finditer(r"\[[^\]\n]*\]", markdown)]
 
     def bracket(m: re.Match[str]) -> str:
