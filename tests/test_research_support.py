@@ -260,6 +260,29 @@ def test_a_sentence_quoting_its_passage_is_stated_without_asking_the_model() -> 
     assert not support.quoted("born in Tarsk [x].", list(texts.values()))  # too short to count
 
 
+def test_a_link_copying_a_statement_row_is_stated_without_asking_the_model() -> None:
+    a = "ev1:00000000000000ab"
+    rows = "Total net sales (2016: 45,310; 2017: 52,870)\nNet income (2016: 1,120; 2017: 1,480)"
+    texts = {a: evidence(a, rows)}
+    draft = (
+        f"**Answer:** 1,480 [{a}].\n\n"
+        f"- Net income (2017: $1,480) [{a}].\n"  # the row as shown, one period: stated
+        f"- Net income (2016: 1,480) [{a}].\n"  # the other year's column: asked
+    )
+    asked: list[str] = []
+
+    def choose(key: str, msgs: list[ChatMessage]) -> Choice:
+        asked.append(msgs[-1].content)
+        return choice("yes", 0.55)
+
+    def messages(passages: str, claim: str, answer: str | None) -> list[ChatMessage]:
+        return [ChatMessage(role="user", content=answer if answer is not None else claim)]
+
+    judged = support.judge_claims(draft, texts.get, choose, messages, answer_mark="**Answer:**")
+    assert asked == ["1,480", "- Net income (2016: 1,480)."]
+    assert [j.sentence for j in judged if j.quoted] == [f"- Net income (2017: $1,480) [{a}]."]
+
+
 def test_support_is_the_probability_of_yes() -> None:
     j = support.Judgement(
         "s", [], Choice(option="partly", probabilities={"yes": 0.3, "partly": 0.4, "no": 0.3})

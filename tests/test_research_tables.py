@@ -7,7 +7,7 @@ from typing import Any
 
 from research_fixtures import evidence
 
-from core.research.tables import header, labelled_rows, runs_on
+from core.research.tables import header, labelled_rows, row_figures, runs_on, states_row
 from core.research.writer import with_tables
 
 STATEMENT = """CONSOLIDATED STATEMENTS OF OPERATIONS
@@ -97,3 +97,30 @@ def test_the_writer_reads_evidence_with_its_tables_labelled() -> None:
     assert read[1].passage_text == RUNS_ON  # what a citation quotes is untouched
     prose = evidence("ev1:" + "c" * 16, "No table here.")
     assert with_tables(ctx, [prose])[0] is prose
+
+
+SHOWN = labelled_rows(
+    "(in millions) | 2016 | 2017\nTotal net sales | $ 45,310 | 52,870\n"
+    "Operating income (loss) | (1,283) | 2,100\nHarrowgate stores opened in 2017."
+)
+
+
+def test_a_row_is_read_back_as_its_line_item_and_figures() -> None:
+    assert row_figures("Total net sales (2016: $45,310; 2017: 52,870)") == (
+        "total net sales",
+        {"2016": "45,310", "2017": "52,870"},
+    )
+    assert row_figures("Operating income (loss) (2016: (1,283))") == (
+        "operating income (loss)",
+        {"2016": "(1,283)"},
+    )
+    assert row_figures("Tarsk Mills (founded by Ellen Park)") is None  # no periods
+    assert row_figures("Harrowgate stores opened in 2017.") is None
+
+
+def test_a_claim_copying_a_row_is_stated_by_it_and_a_changed_figure_is_not() -> None:
+    assert states_row("Total net sales (2017: $52,870).", SHOWN)  # one period, "$" added
+    assert states_row("Operating income (loss) (2016: $(1,283); 2017: 2,100)", SHOWN)
+    assert not states_row("Total net sales (2017: 45,310)", SHOWN)  # another year's figure
+    assert not states_row("Net sales (2017: 52,870)", SHOWN)  # another line item
+    assert not states_row("Total net sales were 52,870 in 2017.", SHOWN)  # not a row

@@ -43,6 +43,7 @@ from core.evidence import Evidence
 from core.research.arithmetic import calculations
 from core.research.citations import cited_sentences, excerpt
 from core.research.schemas import WORKED_AS, FlaggedClaim
+from core.research.tables import states_row
 from core.text import sentence_ranges
 from models.llm import ChatMessage, Choice
 
@@ -187,9 +188,18 @@ def passage_view(ev: Evidence, claim: str, embed: EmbedFn | None) -> str:
 
 def quoted(sentence: str, passages: list[Evidence]) -> bool:
     """Whether ``sentence`` (citations and Markdown aside) is word for word in one of
-    ``passages``: a passage states its own words, so the model is not asked."""
-    said = " ".join(plain_claim(sentence).lstrip("- ").split()).rstrip(".").casefold()
-    return len(said) >= 20 and any(said in " ".join(ev.text.split()).casefold() for ev in passages)
+    ``passages``, or copies a statement row of one as the model was shown it (the line item
+    and the figures of the periods it names: :func:`~core.research.tables.states_row`): a
+    passage states its own words, so the model is not asked. The 1.5B judge was unsure of rows
+    copied whole ("Net income (2019: 1,250)") beside the row itself."""
+    plain = plain_claim(sentence).lstrip("- ")
+    said = " ".join(plain.split()).rstrip(".").casefold()
+    if len(said) < 20:
+        return False
+    return any(
+        said in " ".join(ev.text.split()).casefold() or states_row(plain, ev.text)
+        for ev in passages
+    )
 
 
 def judge_claims(

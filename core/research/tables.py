@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from core.text import MONTH, YEAR
+from core.text import CURRENCY, MONTH, YEAR
 
 _PERIOD = re.compile(
     rf"(?:FY\s?|Q[1-4]\s?|fiscal\s+|H[12]\s?)?{YEAR}(?:\s?[-–]\s?(?:19|20)?\d\d)?"
@@ -98,3 +98,50 @@ def labelled_rows(text: str, carried: list[str] | None = None) -> str:
                 continue
         out.append(line)
     return "\n".join(out)
+
+
+_FIGURE = re.compile(r"\s*([^:;]+?):\s*([^;]+?)\s*(?:;|$)")
+_CURRENCY = re.compile(CURRENCY)
+
+
+def _figures_open(text: str) -> int:
+    """Where the parenthesised figures closing ``text`` open, or -1 when ``text`` does not
+    end in a parenthesis (a loss written "(1,283)" inside them is skipped over)."""
+    if not text.endswith(")"):
+        return -1
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+    return -1
+
+
+def row_figures(text: str) -> tuple[str, dict[str, str]] | None:
+    """A row as :func:`labelled_rows` writes it ("Total net sales (2016: $45,310; 2017:
+    52,870)") as its line item, case folded, and its figure per period (currency signs and
+    spaces aside: "52,870", "(1,283)" for a loss), or None when ``text`` is not one."""
+    flat = " ".join(text.split())
+    start = _figures_open(flat)
+    label = flat[:start].strip().rstrip(":").casefold() if start > 0 else ""
+    if not any(c.isalpha() for c in label):
+        return None
+    pairs = _FIGURE.findall(flat[start + 1 : -1])
+    if not pairs or not all(_PERIOD.fullmatch(p.strip()) for p, _ in pairs):
+        return None
+    return label, {p.strip(): _CURRENCY.sub("", v).replace(" ", "") for p, v in pairs}
+
+
+def states_row(claim: str, text: str) -> bool:
+    """Whether ``claim`` copies a row of ``text`` (as :func:`labelled_rows` wrote it): the same
+    line item and, for each period the claim names, the same figure. The row is the program's
+    own reading of the passage's table, so a copy of it is stated there."""
+    said = row_figures(claim.strip().rstrip("."))
+    if said is None:
+        return False
+    label, figures = said
+    rows = (row_figures(line) for line in text.splitlines())
+    return any(
+        row is not None and row[0] == label and all(row[1].get(p) == v for p, v in figures.items())
+        for row in rows
+    )
