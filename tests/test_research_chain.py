@@ -113,6 +113,20 @@ def test_a_checked_bridged_chain_carries_the_answer_its_last_link_states() -> No
     assert carries(bare, bare, Q, {bare: 1.0}, MARK) is None
 
 
+def test_a_row_link_carries_only_the_figure_of_the_period_asked() -> None:
+    asked = "What was Tarsk Mills' FY2019 net income (in USD millions)?"
+    row = "Net income (2019: $1,250; 2018: 1,100)"
+
+    def carried(answer: str, question: str = asked) -> float | None:
+        md = f"{MARK} {answer} [{ID1}].\n\n{chain_block([(row, ID1)])}"
+        return carries(md.splitlines()[0], md, question, link_sentences(md), MARK)
+
+    assert carried("1,250") == 0.85
+    assert carried("1,100") is None  # the row states it, for the year before the one asked
+    assert carried("1,100", "What was Tarsk Mills' net income?") == 0.85  # no year asked
+    assert chain.of_asked_period(f"- Tarsk Mills earned 1,100 in 2018 [{ID1}].", "1,100", asked)
+
+
 def _evidence(ev_id: str) -> Evidence:
     texts = {ID1: f"{FACT1} in 1931; Kelmor lies in a valley.", ID2: f"{FACT2} to the sea."}
     return evidence(ev_id, texts[ev_id])

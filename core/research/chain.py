@@ -27,8 +27,9 @@ from core.research.arithmetic import calculations, sourced
 from core.research.citations import citation_tokens, cited_sentences, cited_text
 from core.research.schemas import FlaggedClaim
 from core.research.support import answer_line_sentence
+from core.research.tables import row_figures
 from core.research.terms import key_terms, terms_missing
-from core.text import STOP_WORDS, figures
+from core.text import STOP_WORDS, YEAR, figures
 
 CHAIN_HEAD = "*How the sources lead there:*"
 #: Replaces :data:`CHAIN_HEAD` when the answer is withheld: the links that stand are what the
@@ -40,6 +41,7 @@ CHAIN_HEAD_WITHHELD_FLAGGED = "*What the sources read state, except where flagge
 _HEADS = (CHAIN_HEAD, CHAIN_HEAD_WITHHELD, CHAIN_HEAD_WITHHELD_FLAGGED)
 _ITEM = "- "
 _CITES = re.compile(r"\[[^\]\n]*\]")
+_YEAR = re.compile(YEAR)
 _NAME_OR_FIGURE = re.compile(r"\b[A-Z][\w'-]+|\d[\d,.]*\d|\d")
 
 
@@ -141,7 +143,23 @@ def carries(
         return None
     if any(not terms_missing(asserted, _CITES.sub(" ", link)) for link in links[:-1]):
         return None  # the answer is what a step on the way found
+    if not of_asked_period(links[-1], answer, question):
+        return None
     return min(supported[s] for s in sentences)
+
+
+def of_asked_period(link: str, answer: str, question: str) -> bool:
+    """False when ``link`` copies a statement row (:func:`~core.research.tables.row_figures`)
+    and holds the answer's figure only under periods the question does not name, though it
+    names some ("FY2019"): the row states that figure, but for another year than asked, which
+    neither the link's own check nor the lexical test of the answer sees. True otherwise."""
+    row = row_figures(_CITES.sub(" ", link).strip().lstrip("-* ").rstrip(". "))
+    asked = set(_YEAR.findall(question))
+    if row is None or not asked:
+        return True
+    said = set(figures(answer))
+    periods = [p for p, v in row[1].items() if set(figures(v)) & said]
+    return not periods or any(set(_YEAR.findall(p)) & asked for p in periods)
 
 
 def worked_figures(answer_line: str, question: str) -> list[str]:
