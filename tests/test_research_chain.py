@@ -113,6 +113,28 @@ def test_a_checked_bridged_chain_carries_the_answer_its_last_link_states() -> No
     assert carries(bare, bare, Q, {bare: 1.0}, MARK) is None
 
 
+def test_a_withheld_answer_shows_what_a_read_passage_says_of_the_name_asked() -> None:
+    withheld = f"{MARK} the Dravin River [{ID2}]. ⚠\n\nThe river reaches the sea [{ID2}]."
+    assert chain.unnamed_asked(withheld, Q, _evidence) == ["Tomas Varga"]
+    read = chain.asked_read(withheld, Q, _evidence, [ID2, ID1])
+    assert read == [(f"{FACT1} in 1931; Kelmor lies in a valley.", ID1)]
+    shown = chain.with_asked_read(withheld, read).splitlines()
+    assert shown[:4] == [
+        withheld.splitlines()[0],
+        "",
+        CHAIN_HEAD_WITHHELD,
+        f"- {FACT1} in 1931; Kelmor lies in a valley [{ID1}].",
+    ]
+    assert shown[4:] == ["", f"The river reaches the sea [{ID2}]."]
+    # a chain of its own: the sentence follows its links
+    linked = chain.with_asked_read(report(), [("Kelmor lies in a valley.", ID1)])
+    assert chain_lines(linked)[-1] == f"- Kelmor lies in a valley [{ID1}]."
+    # the name asked is cited already, or no passage read names it: nothing to add
+    assert chain.asked_read(report(), Q, _evidence, [ID1, ID2]) == []
+    assert chain.asked_read(withheld, Q, _evidence, [ID2]) == []
+    assert chain.with_asked_read(withheld, []) == withheld
+
+
 def test_a_row_link_carries_only_the_figure_of_the_period_asked() -> None:
     asked = "What was Tarsk Mills' FY2019 net income (in USD millions)?"
     row = "Net income (2019: $1,250; 2018: 1,100)"

@@ -29,7 +29,7 @@ from core.research.schemas import FlaggedClaim
 from core.research.support import answer_line_sentence
 from core.research.tables import row_figures
 from core.research.terms import key_terms, terms_missing
-from core.text import STOP_WORDS, YEAR, figures
+from core.text import STOP_WORDS, YEAR, figures, sentence_ranges
 
 CHAIN_HEAD = "*How the sources lead there:*"
 #: Replaces :data:`CHAIN_HEAD` when the answer is withheld: the links that stand are what the
@@ -261,6 +261,70 @@ def anchoring(
         if a and b and a + b > score:
             best, score = ev_id, a + b
     return best
+
+
+#: Names of the question a withheld answer's report gives a read passage's sentence about.
+ASKED_READ_NAMES = 2
+ASKED_READ_CHARS = 300  # a longer sentence is not shown whole
+
+
+def unnamed_asked(markdown: str, question: str, get: Callable[[str], Evidence | None]) -> list[str]:
+    """The names the question asks about (:func:`asked_names`) that no passage ``markdown``
+    cites names, in the question's order."""
+    cited = [ev for ev in map(get, dict.fromkeys(citation_tokens(markdown))) if ev is not None]
+    texts = [cited_text(ev) for ev in cited]
+    return [n for n in asked_names(question) if all(terms_missing([n], t) for t in texts)]
+
+
+def asked_read(
+    markdown: str,
+    question: str,
+    get: Callable[[str], Evidence | None],
+    candidates: list[str],
+) -> list[tuple[str, str]]:
+    """For each of the first :data:`ASKED_READ_NAMES` names the question asks about that no
+    passage the report cites names (:func:`unnamed_asked`), the first sentence naming it of the
+    first of ``candidates`` (passages the run fetched, the writer's first) whose text names it,
+    as (sentence, evidence id); names no candidate's sentence names are skipped. Under an
+    answer its checks withhold, this is what the sources read say about what the question asks
+    about: a report naming only the answer's passages leaves the reader without the start of
+    the chain (the person asked about, and the town a passage read says she was born in)."""
+    out: list[tuple[str, str]] = []
+    for name in unnamed_asked(markdown, question, get)[:ASKED_READ_NAMES]:
+        for ev_id in candidates:
+            ev = get(ev_id)
+            if ev is None or ev_id in (i for _, i in out):
+                continue
+            flat = " ".join(ev.text.split())
+            said = next(
+                (
+                    flat[a:b]
+                    for a, b in sentence_ranges(flat)
+                    if b - a <= ASKED_READ_CHARS and not terms_missing([name], flat[a:b])
+                ),
+                None,
+            )
+            if said is not None:
+                out.append((without_heading(said, ev.text), ev_id))
+                break
+    return out
+
+
+def with_asked_read(markdown: str, read: list[tuple[str, str]]) -> str:
+    """``markdown`` with each (sentence, evidence id) of ``read`` (:func:`asked_read`) a cited
+    item after its chain's links, or under its answer line in a chain of their own
+    (:data:`CHAIN_HEAD_WITHHELD`: what the sources read do state) when it has none."""
+    items = [f"{_ITEM}{_CITES.sub('', s).strip().rstrip('.;,: ')} [{i}]." for s, i in read]
+    if not items:
+        return markdown
+    lines = markdown.split("\n")
+    links = chain_lines(markdown)
+    if links:
+        at = max(i for i, ln in enumerate(lines) if ln in links) + 1
+        return "\n".join([*lines[:at], *items, *lines[at:]])
+    answer = next((i for i, ln in enumerate(lines) if ln.strip()), 0)
+    block = ["", CHAIN_HEAD_WITHHELD, *items]
+    return "\n".join([*lines[: answer + 1], *block, *lines[answer + 1 :]])
 
 
 def cite_on_answer_line(markdown: str, ev_id: str, answer_mark: str) -> str:

@@ -182,6 +182,10 @@ def finish_draft(
         )
         st.flagged += others
         record(ctx, "answer_consistency", {"flagged": [excerpt(f.sentence) for f in others]})
+    if st.answer_withheld and stage_on(ctx, "asked_read"):
+        before = text
+        text = chain.with_asked_read(text, chain.asked_read(text, st.question, as_read, citable))
+        record(ctx, "asked_read", changes(before, text))
     if st.answer_withheld:
         st.reasons.append(
             "The answer found is not supported by the passages it cites, or is not the kind of "

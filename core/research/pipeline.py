@@ -49,6 +49,10 @@ STAGES: dict[str, str] = {
     "worked_change": "flag an answer worked out as a change when the question asks for another",
     "withhold_answer": "mark an answer line a check flags as not verified, in words",
     "answer_consistency": "flag body sentences answering the question otherwise than the answer",
+    "asked_read": (
+        "under a withheld answer, a read passage's sentence on each thing the question names "
+        "that no cited passage names"
+    ),
 }
 
 
