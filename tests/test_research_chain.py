@@ -118,7 +118,7 @@ def test_a_withheld_answer_shows_what_a_read_passage_says_of_the_name_asked() ->
     assert chain.unnamed_asked(withheld, Q, _evidence) == ["Tomas Varga"]
     read = chain.asked_read(withheld, Q, _evidence, [ID2, ID1])
     assert read == [(f"{FACT1} in 1931; Kelmor lies in a valley.", ID1)]
-    shown = chain.with_asked_read(withheld, read).splitlines()
+    shown = chain.with_asked_read(withheld, read, MARK).splitlines()
     assert shown[:4] == [
         withheld.splitlines()[0],
         "",
@@ -127,12 +127,15 @@ def test_a_withheld_answer_shows_what_a_read_passage_says_of_the_name_asked() ->
     ]
     assert shown[4:] == ["", f"The river reaches the sea [{ID2}]."]
     # a chain of its own: the sentence follows its links
-    linked = chain.with_asked_read(report(), [("Kelmor lies in a valley.", ID1)])
+    linked = chain.with_asked_read(report(), [("Kelmor lies in a valley.", ID1)], MARK)
     assert chain_lines(linked)[-1] == f"- Kelmor lies in a valley [{ID1}]."
     # the name asked is cited already, or no passage read names it: nothing to add
     assert chain.asked_read(report(), Q, _evidence, [ID1, ID2]) == []
     assert chain.asked_read(withheld, Q, _evidence, [ID2]) == []
-    assert chain.with_asked_read(withheld, []) == withheld
+    assert chain.with_asked_read(withheld, [], MARK) == withheld
+    # under the answer line, wherever it is
+    later = chain.with_asked_read(f"Kelmor\n\n{withheld}", read, MARK).splitlines()
+    assert later[:3] == ["Kelmor", "", withheld.splitlines()[0]] and later[4] == CHAIN_HEAD_WITHHELD
 
 
 def test_a_row_link_carries_only_the_figure_of_the_period_asked() -> None:

@@ -310,10 +310,11 @@ def asked_read(
     return out
 
 
-def with_asked_read(markdown: str, read: list[tuple[str, str]]) -> str:
+def with_asked_read(markdown: str, read: list[tuple[str, str]], answer_mark: str) -> str:
     """``markdown`` with each (sentence, evidence id) of ``read`` (:func:`asked_read`) a cited
-    item after its chain's links, or under its answer line in a chain of their own
-    (:data:`CHAIN_HEAD_WITHHELD`: what the sources read do state) when it has none."""
+    item after its chain's links, or under its answer line (the first line starting with
+    ``answer_mark``) in a chain of their own (:data:`CHAIN_HEAD_WITHHELD`: what the sources read
+    do state) when it has none."""
     items = [f"{_ITEM}{_CITES.sub('', s).strip().rstrip('.;,: ')} [{i}]." for s, i in read]
     if not items:
         return markdown
@@ -322,7 +323,7 @@ def with_asked_read(markdown: str, read: list[tuple[str, str]]) -> str:
     if links:
         at = max(i for i, ln in enumerate(lines) if ln in links) + 1
         return "\n".join([*lines[:at], *items, *lines[at:]])
-    answer = next((i for i, ln in enumerate(lines) if ln.strip()), 0)
+    answer = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith(answer_mark)), -1)
     block = ["", CHAIN_HEAD_WITHHELD, *items]
     return "\n".join([*lines[: answer + 1], *block, *lines[answer + 1 :]])
 

@@ -184,7 +184,8 @@ def finish_draft(
         record(ctx, "answer_consistency", {"flagged": [excerpt(f.sentence) for f in others]})
     if st.answer_withheld and stage_on(ctx, "asked_read"):
         before = text
-        text = chain.with_asked_read(text, chain.asked_read(text, st.question, as_read, citable))
+        said = chain.asked_read(text, st.question, as_read, citable)
+        text = chain.with_asked_read(text, said, writer.ANSWER_MARK)
         record(ctx, "asked_read", changes(before, text))
     if st.answer_withheld:
         st.reasons.append(
