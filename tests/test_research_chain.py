@@ -139,8 +139,8 @@ def test_a_withheld_answer_shows_what_a_read_passage_says_of_the_name_asked() ->
 
 
 def test_a_row_link_carries_only_the_figure_of_the_period_asked() -> None:
-    asked = "What was Tarsk Mills' FY2019 net income (in USD millions)?"
-    row = "Net income (2019: $1,250; 2018: 1,100)"
+    asked = "What were Northport's FY2019 harbor fees (in USD thousands)?"
+    row = "Harbor fees (2019: $1,250; 2018: 1,100)"
 
     def carried(answer: str, question: str = asked) -> float | None:
         md = f"{MARK} {answer} [{ID1}].\n\n{chain_block([(row, ID1)])}"
@@ -148,7 +148,7 @@ def test_a_row_link_carries_only_the_figure_of_the_period_asked() -> None:
 
     assert carried("1,250") == 0.85
     assert carried("1,100") is None  # the row states it, for the year before the one asked
-    assert carried("1,100", "What was Tarsk Mills' net income?") == 0.85  # no year asked
+    assert carried("1,100", "What were Northport's harbor fees?") == 0.85  # no year asked
     assert chain.of_asked_period(f"- Tarsk Mills earned 1,100 in 2018 [{ID1}].", "1,100", asked)
 
 

@@ -262,12 +262,12 @@ def test_a_sentence_quoting_its_passage_is_stated_without_asking_the_model() -> 
 
 def test_a_link_copying_a_statement_row_is_stated_without_asking_the_model() -> None:
     a = "ev1:00000000000000ab"
-    rows = "Total net sales (2016: 45,310; 2017: 52,870)\nNet income (2016: 1,120; 2017: 1,480)"
+    rows = "Total net sales (2016: 45,310; 2017: 52,870)\nHarbor fees (2016: 1,120; 2017: 1,480)"
     texts = {a: evidence(a, rows)}
     draft = (
         f"**Answer:** 1,480 [{a}].\n\n"
-        f"- Net income (2017: $1,480) [{a}].\n"  # the row as shown, one period: stated
-        f"- Net income (2016: 1,480) [{a}].\n"  # the other year's column: asked
+        f"- Harbor fees (2017: $1,480) [{a}].\n"  # the row as shown, one period: stated
+        f"- Harbor fees (2016: 1,480) [{a}].\n"  # the other year's column: asked
     )
     asked: list[str] = []
 
@@ -279,8 +279,8 @@ def test_a_link_copying_a_statement_row_is_stated_without_asking_the_model() -> 
         return [ChatMessage(role="user", content=answer if answer is not None else claim)]
 
     judged = support.judge_claims(draft, texts.get, choose, messages, answer_mark="**Answer:**")
-    assert asked == ["1,480", "- Net income (2016: 1,480)."]
-    assert [j.sentence for j in judged if j.quoted] == [f"- Net income (2017: $1,480) [{a}]."]
+    assert asked == ["1,480", "- Harbor fees (2016: 1,480)."]
+    assert [j.sentence for j in judged if j.quoted] == [f"- Harbor fees (2017: $1,480) [{a}]."]
 
 
 def test_support_is_the_probability_of_yes() -> None:

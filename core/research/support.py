@@ -191,7 +191,7 @@ def quoted(sentence: str, passages: list[Evidence]) -> bool:
     ``passages``, or copies a statement row of one as the model was shown it (the line item
     and the figures of the periods it names: :func:`~core.research.tables.states_row`): a
     passage states its own words, so the model is not asked. The 1.5B judge was unsure of rows
-    copied whole ("Net income (2019: 1,250)") beside the row itself."""
+    copied whole ("Harbor fees (2019: 1,250)") beside the row itself."""
     plain = plain_claim(sentence).lstrip("- ")
     said = " ".join(plain.split()).rstrip(".").casefold()
     if len(said) < 20:
