@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from core.text import CURRENCY, MONTH, YEAR
+from core.text import MONTH, YEAR, plain_number
 
 _PERIOD = re.compile(
     rf"(?:FY\s?|Q[1-4]\s?|fiscal\s+|H[12]\s?)?{YEAR}(?:\s?[-–]\s?(?:19|20)?\d\d)?"
@@ -101,7 +101,6 @@ def labelled_rows(text: str, carried: list[str] | None = None) -> str:
 
 
 _FIGURE = re.compile(r"\s*([^:;]+?):\s*([^;]+?)\s*(?:;|$)")
-_CURRENCY = re.compile(CURRENCY)
 
 
 def _figures_open(text: str) -> int:
@@ -119,8 +118,9 @@ def _figures_open(text: str) -> int:
 
 def row_figures(text: str) -> tuple[str, dict[str, str]] | None:
     """A row as :func:`labelled_rows` writes it ("Total net sales (2016: $45,310; 2017:
-    52,870)") as its line item, case folded, and its figure per period (currency signs and
-    spaces aside: "52,870", "(1,283)" for a loss), or None when ``text`` is not one."""
+    52,870)") as its line item, case folded, and its figure per period as
+    :func:`~core.text.plain_number` writes it ("52870", "(1283)" for a loss), or None when
+    ``text`` is not one."""
     flat = " ".join(text.split())
     start = _figures_open(flat)
     label = flat[:start].strip().rstrip(":").casefold() if start > 0 else ""
@@ -129,7 +129,7 @@ def row_figures(text: str) -> tuple[str, dict[str, str]] | None:
     pairs = _FIGURE.findall(flat[start + 1 : -1])
     if not pairs or not all(_PERIOD.fullmatch(p.strip()) for p, _ in pairs):
         return None
-    return label, {p.strip(): _CURRENCY.sub("", v).replace(" ", "") for p, v in pairs}
+    return label, {p.strip(): plain_number(v) for p, v in pairs}
 
 
 def states_row(claim: str, text: str) -> bool:
