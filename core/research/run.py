@@ -270,10 +270,13 @@ def _run(
         answer = ""
         if stage_on(ctx, "step_answers"):
             answer = writer.stepped_answer(ctx, req.question, st.plan, st.notes, labels)
+        streamed = not answer
+        if not answer and stage_on(ctx, "row_lookup"):
+            answer = writer.row_answer(ctx, req.question, evidence, labels)
         if not answer and stage_on(ctx, "short_answer"):
             answer = writer.short_answer(ctx, req.question, st.plan, evidence, labels)
-            if answer and on_token is not None:
-                on_token(answer + "\n\n")
+        if streamed and answer and on_token is not None:
+            on_token(answer + "\n\n")
         bare = bool(answer) and not stage_on(ctx, "body")  # the answer and its chain only
         draft = ""
         if not bare:

@@ -16,7 +16,7 @@ import numpy as np
 
 from core.errors import ModelError
 from core.evidence import Evidence
-from core.research import steps
+from core.research import lookup, steps
 from core.research.chain import chain_block, without_heading
 from core.research.citations import cited_text, credibility
 from core.research.context import RunContext, invalid_output
@@ -114,6 +114,38 @@ def with_tables(ctx: RunContext, evidence: list[Evidence]) -> list[Evidence]:
         text = labelled_rows(ev.text, carried)
         out.append(ev if text == ev.text else ev.model_copy(update={"text": text}))
     return out
+
+
+def row_answer(
+    ctx: RunContext, question: str, evidence: list[Evidence], labels: dict[str, str]
+) -> str:
+    """Stage ``row_lookup``: the short answer to a question asking for one line item in one
+    year, read by the program off the statement row naming it (:mod:`core.research.lookup`),
+    in the unit asked, its chain that row; "" when the question asks for anything else or the
+    rows read do not give one figure (the model answers then)."""
+    year = lookup.asked_year(question)
+    if year is None:
+        return ""
+    reads: list[tuple[tuple[int, int], lookup.Read]] = []
+    for ev in evidence:
+        if "|" not in ev.text:
+            continue
+        try:
+            before = list(_passages_before(ctx, ev.passage_id))
+        except GraphError:
+            before = []
+        text = labelled_rows(ev.text, runs_on(before, ev.text))
+        reads.extend(lookup.readings(question, year, ev.evidence_id, text, before))
+    read = lookup.one_reading(reads)
+    by_id = {v: k for k, v in labels.items()}
+    found = {"row": read.row, "scale": read.scale} if read else {"row": "", "scale": None}
+    record(ctx, "row_lookup", {"rows": len(reads), **found})
+    if read is None or read.evidence_id not in by_id:
+        return ""
+    answer, calculation = lookup.stated(read, question)
+    label = by_id[read.evidence_id]
+    worked = f"{WORKED_AS}{calculation}" if calculation else ""
+    return f"{ANSWER_MARK} {answer}{worked} [{label}].\n\n{chain_block([(read.row, label)])}"
 
 
 def labels_for(evidence: list[Evidence]) -> dict[str, str]:

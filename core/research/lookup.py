@@ -1,0 +1,241 @@
+"""One line item for one period, read off the statement row that names it, by the program.
+
+Asked for a company's total current liabilities at one year end "in USD millions", the 1.5B
+had the balance sheet's row before it and answered with the difference of two other rows. A
+question asking for one line item in one period needs no model: the row whose line item the
+question names holds the figure under the period the question names. The answer states it in
+the unit the question asks for, the conversion shown as a calculation the claim check redoes
+("1,250,400 / 1,000 = 1,250.4" off a table in thousands), and its chain is the row as
+:func:`~core.research.tables.labelled_rows` writes it, which the support check reads as
+stated.
+
+The program answers only when the question asks for an amount (in a unit it names, or "how
+much") and nothing worked out (:data:`_NOT_ONE_ROW`: no change, ratio, margin or share), names
+one year and no part of the company (a segment's figure is not the consolidated row's), and
+every row naming the line item most fully holds the same figure for that year; otherwise the
+model answers, as before.
+
+No model and no I/O; pure functions of the question and the passages' texts.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.research.tables import header, row_figures
+from core.text import STOP_WORDS, YEAR
+
+#: A question asking for something worked out from figures, about a part of the company, or
+#: for a choice or a reason, is not answered by one consolidated row.
+_NOT_ONE_ROW = re.compile(
+    r"%|\b(?:change[sd]?|growth|grow|grew|increase[sd]?|decrease[sd]?|decline[sd]?|drop"
+    r"|ratio|margin|percent|percentage|proportion|share of|average|difference|compare[sd]?"
+    r"|versus|vs|more|less|higher|lower|turnover|conversion|days|rate|yield|cagr|times"
+    r"|segment|region|division|geographic|product|category|per employee|which|why)\b",
+    re.IGNORECASE,
+)
+#: ... and it asks for an amount: in a unit it names, or "how much".
+_AMOUNT = re.compile(r"\b(?:how much|amount|(?:thousand|million|billion)s?)\b", re.IGNORECASE)
+#: The statement a question points to ("Base your answer on the balance sheet") names no line
+#: item: a row labelled "Balance" is not what it asks for.
+_STATEMENT = re.compile(
+    r"\b(?:balance sheets?|P&L|(?:income|cash[- ]flows?|operations|earnings) statements?"
+    r"|statements? of (?:consolidated )?(?:income|operations|earnings|cash flows?"
+    r"|financial position|comprehensive income|(?:stockholders|shareholders)'? equity))",
+    re.IGNORECASE,
+)
+_YEAR = re.compile(rf"(?<!\d){YEAR}(?!\d)")
+_WORD = re.compile(r"[^\W_]+")
+_SCALE = re.compile(r"\bin\s+(thousands|millions|billions)\b", re.IGNORECASE)
+_ASKED_SCALE = re.compile(r"\b(thousand|million|billion)s?\b", re.IGNORECASE)
+_ASKED_DOLLARS = re.compile(r"\$|\bUSD\b|\bdollars?\b", re.IGNORECASE)
+#: Words that name no line item on their own: a row labelled "Total" is a total of something.
+_GENERIC = STOP_WORDS | {"total", "net", "other", "subtotal"}
+#: ... and may stand beside a line item's name in a question: "the total amount of Harbor fees".
+_BESIDE = STOP_WORDS | {"total", "amount", "figure", "value", "reported", "fiscal", "year", "end"}
+#: The names one line item goes by ("capital expenditures", "purchases of property and
+#: equipment"): data, as the metrics' line items are (:mod:`core.research.line_items`).
+ROW_NAMES = Path(__file__).resolve().parents[2] / "resources" / "glossary" / "row_names.json"
+_POWER = {"thousand": 3, "million": 6, "billion": 9}
+
+
+@dataclass(frozen=True)
+class Read:
+    row: str  # the row as labelled_rows writes it: "Harbor fees (2019: 1,250; 2018: 1,100)"
+    evidence_id: str
+    figure: str  # as row_figures spells it: "1250", "(1283)" for a loss
+    scale: str | None  # the table's unit: "thousand", "million", "billion"; None unknown
+
+
+def asked_year(question: str) -> str | None:
+    """The one year ``question`` asks about when it asks for an amount (:data:`_AMOUNT`) as
+    one row states it (nothing worked out, no part of the company: :data:`_NOT_ONE_ROW`), else
+    None."""
+    years: set[str] = set(_YEAR.findall(question))
+    if len(years) != 1 or not _AMOUNT.search(question) or _NOT_ONE_ROW.search(question):
+        return None
+    return years.pop()
+
+
+def _word(word: str) -> str:
+    """A word folded as a name of a line item is matched: case and a plural aside."""
+    w = word.casefold()
+    return w[:-3] + "y" if w.endswith("ies") else w.removesuffix("s")
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(_word(w) for w in _WORD.findall(text) if not w.isdigit())
+
+
+@functools.cache
+def _groups() -> dict[tuple[str, ...], frozenset[tuple[str, ...]]]:
+    """Each name of a line item (:data:`ROW_NAMES`) and all the names of its line item."""
+    data = json.loads(ROW_NAMES.read_text(encoding="utf-8"))
+    out: dict[tuple[str, ...], frozenset[tuple[str, ...]]] = {}
+    for group in data["groups"]:
+        names = frozenset(_words(n) for n in group)
+        for name in names:
+            out[name] = out.get(name, frozenset()) | names
+    return out
+
+
+def _asked(question: str) -> list[list[tuple[str, bool]]]:
+    """The question's words between the statements it names, each folded (:func:`_word`) with
+    whether it may stand beside a line item's name without making it another line item's: a
+    function word, "total" or "amount", a name (capitalised), a period ("FY2019")."""
+    parts = []
+    for part in _STATEMENT.split(question):
+        words = [w for w in _WORD.findall(part) if not w.isdigit()]
+        parts.append(
+            [
+                (_word(w), _word(w) in _BESIDE or w[0].isupper() or any(c.isdigit() for c in w))
+                for w in words
+            ]
+        )
+    return parts
+
+
+def _names(name: tuple[str, ...], asked: list[list[tuple[str, bool]]]) -> bool:
+    """Whether the question names ``name`` as a line item of its own: its words together,
+    with nothing beside them but words that leave it one (``net income`` is not named in
+    "net income attributable to minority interests")."""
+    n = len(name)
+    for part in asked:
+        words = [w for w, _ in part]
+        for i in range(len(part) - n + 1):
+            if tuple(words[i : i + n]) != name:
+                continue
+            before = i == 0 or part[i - 1][1]
+            after = i + n == len(part) or part[i + n][1]
+            if before and after:
+                return True
+    return False
+
+
+def _named(label: str, asked: list[list[tuple[str, bool]]]) -> tuple[int, int]:
+    """How fully the question names the row's line item ``label``: (the words of the fullest
+    name it uses for it, the row's or another of its line item's (:data:`ROW_NAMES`), the
+    words of the row's label), or (0, 0) when it names it by none, or the label names
+    nothing on its own ("Total")."""
+    words = _words(label)
+    if not words or all(w in _GENERIC for w in words):
+        return 0, 0
+    used = [
+        len(name) for name in {words} | _groups().get(words, frozenset()) if _names(name, asked)
+    ]
+    return (max(used), len(words)) if used else (0, 0)
+
+
+def scale_of(before_row: str, passages_before: Iterable[str] = ()) -> str | None:
+    """The unit of the table a row sits in: the last "in thousands" (millions, billions)
+    written above it in its passage, else in the passages before it (nearest first) as far as
+    the one holding the table's header; None when none says."""
+    for text in (before_row, *passages_before):
+        found: list[str] = _SCALE.findall(text)
+        if found:
+            return found[-1].casefold().removesuffix("s")
+        if any(header(line) for line in text.splitlines()):
+            return None
+    return None
+
+
+def rows_naming(question: str, year: str, text: str) -> list[tuple[tuple[int, int], str, str, int]]:
+    """The rows of ``text`` (as labelled_rows writes them) whose line item ``question`` names,
+    with a figure for ``year``: (how fully it names it, :func:`_named`; the row, the figure,
+    where the row starts in ``text``)."""
+    asked = _asked(question)
+    out = []
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        read = row_figures(line.strip())
+        if read is not None:
+            label, periods = read
+            named = _named(label, asked)
+            held = {v for p, v in periods.items() if year in _YEAR.findall(p)}
+            if named[0] and len(held) == 1:
+                out.append((named, line.strip(), held.pop(), pos))
+        pos += len(line)
+    return out
+
+
+def readings(
+    question: str, year: str, evidence_id: str, text: str, passages_before: Iterable[str] = ()
+) -> list[tuple[tuple[int, int], Read]]:
+    """The rows of one passage's ``text`` (as labelled_rows writes it) naming what
+    ``question`` asks for in ``year``, each with how fully the question names its line item
+    (:func:`_named`) and its table's unit (:func:`scale_of`; none for a count of shares or an
+    amount per share, which an "in millions" above the table does not scale)."""
+    rows = rows_naming(question, year, text)
+    before = list(passages_before) if rows else []
+    out = []
+    for named, row, figure, pos in rows:
+        label = row_figures(row)
+        shares = label is not None and "share" in _words(label[0])
+        scale = None if shares else scale_of(text[:pos], before)
+        out.append((named, Read(row, evidence_id, figure, scale)))
+    return out
+
+
+def one_reading(reads: list[tuple[tuple[int, int], Read]]) -> Read | None:
+    """Of the rows read (with how many words of their line item the question names), the one
+    naming it most fully, or None when there is none or such rows differ on the figure."""
+    if not reads:
+        return None
+    most = max(n for n, _ in reads)
+    best = [r for n, r in reads if n == most]
+    if len({r.figure for r in best}) != 1:
+        return None
+    return best[0]
+
+
+def _spelled(value: float, decimals: int) -> str:
+    text = f"{abs(value):,.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return ("-" if value < 0 else "") + text
+
+
+def stated(read: Read, question: str) -> tuple[str, str]:
+    """The answer to ``question`` off ``read``'s row, and the calculation converting it to the
+    unit asked ("" when none is needed): ("$1,250.4 million", "1,250,400 / 1,000 =
+    1,250.4")."""
+    negative = read.figure.startswith("(") or read.figure.startswith("-")
+    digits = read.figure.strip("()-")
+    value = float(digits) * (-1 if negative else 1)
+    written = _spelled(value, len(digits.partition(".")[2]))
+    sign = "$" if "$" in read.row or _ASKED_DOLLARS.search(question) else ""
+    asked = _ASKED_SCALE.search(question)
+    want = asked.group(1).casefold() if asked else read.scale
+    if read.scale is None or want is None or want == read.scale:
+        unit = f" {read.scale}" if read.scale else ""
+        return f"{sign}{written}{unit}".replace("$-", "-$"), ""
+    shift = _POWER[read.scale] - _POWER[want]
+    steps = " / 1,000" * (-shift // 3) if shift < 0 else " * 1,000" * (shift // 3)
+    result = _spelled(value * 10.0**shift, max(0, -shift) + len(digits.partition(".")[2]))
+    answer = f"{sign}{result} {want}".replace("$-", "-$")
+    return answer, f"{written}{steps} = {result}"

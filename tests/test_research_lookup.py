@@ -1,0 +1,185 @@
+"""One line item for one year, read off its statement row by the program (stage
+``row_lookup``): which questions it answers, which row, in which unit; and, on a real library
+with scripted models, the answer line and chain it writes and what the checks make of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from research_fixtures import models, pid_with, plan, worker_script
+from test_research_answer import generations, short
+
+from core.research.chain import CHAIN_HEAD
+from core.research.lookup import Read, asked_year, one_reading, readings, scale_of, stated
+from core.research.schemas import ResearchLimits
+from core.research.tables import labelled_rows
+from core.service import Sourcebook
+from models.scripted import ScriptedLLM
+
+ASKED = "What is Tarsk Mills' year end FY2019 total current liabilities (in USD millions)?"
+STATEMENT = labelled_rows(
+    "TARSK MILLS\nCONSOLIDATED BALANCE SHEETS\n(in thousands, except per share data)\n"
+    "2019 | 2018\n"
+    "Other current liabilities | 84,100 | 80,900\n"
+    "Total current liabilities | $ 1,250,400 | $ 1,100,200\n"
+    "Total liabilities | 3,400,000 | 3,100,000\n"
+    "Earnings per share | 2.15 | 1.90"
+)
+
+
+def test_a_question_asking_one_amount_for_one_year_is_looked_up() -> None:
+    assert asked_year(ASKED) == "2019"
+    assert asked_year("How much did Kelmor Corp pay in Harbor fees in fiscal 2021?") == "2021"
+    for question in (
+        "What is Tarsk Mills' total current liabilities (in USD millions)?",  # no year
+        "What were Tarsk Mills' Harbor fees in 2018 and 2019 (in USD millions)?",  # two
+        "What is the change in Tarsk Mills' Harbor fees in FY2019 (in USD millions)?",
+        "What is Tarsk Mills' FY2019 operating margin (in USD millions)?",
+        "What is the Dravin River segment's FY2019 revenue (in USD millions)?",
+        "Which of Tarsk Mills' liabilities was largest in FY2019 (in USD millions)?",
+        "What drove Tarsk Mills' total current liabilities in FY2019?",  # no amount asked
+    ):
+        assert asked_year(question) is None, question
+
+
+def test_the_row_naming_the_line_item_most_fully_gives_the_figure_and_its_unit() -> None:
+    reads = readings(ASKED, "2019", "ev1:a", STATEMENT)
+    # "Other current liabilities" is not named (its "other"), "Total liabilities" not together
+    assert [(n, r.figure, r.scale) for n, r in reads] == [((3, 3), "1250400", "thousand")]
+    assert reads[0][1].row == "Total current liabilities (2019: $1,250,400; 2018: $1,100,200)"
+    rows = labelled_rows("2019 | 2018\nNet income | 410 | 380\nIncome | 900 | 850")
+    asked = "What is Kelmor Corp's FY2019 net income (in millions)?"
+    best = one_reading(readings(asked, "2019", "ev1:b", rows))  # "income" is not named alone
+    assert best is not None and best.figure == "410" and best.scale is None
+    # a longer line item is asked for than any row names: the model answers
+    longer = (
+        "What is Kelmor Corp's FY2019 net income attributable to minority owners (in millions)?"
+    )
+    assert readings(longer, "2019", "ev1:b", rows) == []
+    # a row named only by the statement the question points to is not the line item
+    sheet = labelled_rows("2019 | 2018\nBalance | 900 | 850")
+    pointed = "How much were Kelmor's 2019 fees? Use the balance sheet."
+    assert readings(pointed, "2019", "ev1:c", sheet) == []
+
+
+def test_a_line_item_asked_by_another_of_its_names_is_read_off_its_row() -> None:
+    rows = labelled_rows(
+        "(in millions)\n2019 | 2018\nNet sales | 30,000 | 28,000\nTotal net sales | 52,870 | "
+        "45,310\nPurchases of property, plant and equipment | (1,200) | (1,100)"
+    )
+    revenue = "What is Tarsk Mills' FY2019 total revenue (in USD millions)?"
+    best = one_reading(readings(revenue, "2019", "ev1:a", rows))
+    assert best is not None and best.figure == "52870"  # the fullest of its names
+    capex = "What is the FY2019 capital expenditure amount (in USD millions) for Tarsk Mills?"
+    best = one_reading(readings(capex, "2019", "ev1:a", rows))
+    assert best is not None and best.figure == "(1200)"
+    # another line item whose name holds one of these words is not one of them
+    deferred = "What is Tarsk Mills' FY2019 deferred revenue (in USD millions)?"
+    assert readings(deferred, "2019", "ev1:a", rows) == []
+
+
+def test_rows_that_differ_on_the_figure_give_no_answer() -> None:
+    a = Read("Total current liabilities (2019: 1,250,400)", "ev1:a", "1250400", "thousand")
+    b = Read("Total current liabilities (2019: 990,000)", "ev1:b", "990000", "thousand")
+    same = Read("Total current liabilities (2019: 1,250,400)", "ev1:c", "1250400", "thousand")
+    assert one_reading([((3, 3), a), ((3, 3), same)]) == a
+    assert one_reading([((3, 3), a), ((3, 3), b)]) is None
+    assert one_reading([((3, 3), a), ((2, 3), b)]) == a  # the fuller name wins
+    assert one_reading([]) is None
+
+
+def test_the_unit_comes_from_above_the_table_as_far_as_its_header() -> None:
+    assert scale_of("(In millions)\n2019 | 2018\n") == "million"
+    # the table runs on: its unit is in the passage holding its header
+    assert scale_of(
+        "Harbor fees (2019: 1,250)\n", ["Rents | 5 | 4", "($ in billions)\n2019 | 2018"]
+    )
+    assert scale_of("", ["2019 | 2018\nRents | 5 | 4", "(in thousands)"]) is None  # past it
+    assert scale_of("No unit here.") is None
+
+
+def test_the_answer_is_stated_in_the_unit_asked_with_its_conversion_shown() -> None:
+    row = "Total current liabilities (2019: $1,250,400)"
+    read = Read(row, "ev1:a", "1250400", "thousand")
+    assert stated(read, ASKED) == ("$1,250.4 million", "1,250,400 / 1,000 = 1,250.4")
+    billions = "What is Tarsk Mills' FY2019 total current liabilities in USD billions?"
+    assert stated(read, billions) == ("$1.2504 billion", "1,250,400 / 1,000 / 1,000 = 1.2504")
+    asked_thousands = ASKED.replace("millions", "thousands")
+    in_millions = Read(row, "ev1:a", "1250.4", "million")
+    assert stated(in_millions, asked_thousands) == (
+        "$1,250,400 thousand",
+        "1,250.4 * 1,000 = 1,250,400",
+    )
+    # no unit asked: as the table gives it; a unit unknown: the figure alone, not converted
+    assert stated(read, "How much were Tarsk Mills' 2019 current liabilities?") == (
+        "$1,250,400 thousand",
+        "",
+    )
+    loss = Read("Net loss (2019: (1,283))", "ev1:a", "(1283)", None)
+    assert stated(loss, "What is Kelmor's FY2019 net loss (in millions)?") == ("-1,283", "")
+
+
+def test_an_amount_per_share_is_not_scaled() -> None:
+    asked = "What is Tarsk Mills' FY2019 earnings per share amount (in USD millions)?"
+    [(_, read)] = readings(asked, "2019", "ev1:a", STATEMENT)
+    assert (read.figure, read.scale) == ("2.15", None)
+    assert stated(read, asked) == ("$2.15", "")
+
+
+LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, read_top=0)
+
+
+def _statement(tmp_path: Path, embedder: Any) -> Sourcebook:
+    """A library holding one balance sheet in thousands, long enough that its last rows sit
+    in a passage after the one holding its header and unit."""
+    rows = "\n".join(f"| Accrued item {i} | {100 + i:,} | {90 + i:,} |" for i in range(1, 31))
+    (tmp_path / "tarsk.md").write_text(
+        "# Tarsk Mills Annual Report\n\nConsolidated balance sheets (in thousands).\n\n"
+        f"| Liabilities | 2019 | 2018 |\n|---|---|---|\n{rows}\n"
+        "| Total current liabilities | 1,250,400 | 1,100,200 |\n",
+        encoding="utf-8",
+    )
+    app = Sourcebook(tmp_path / "home", embedder=embedder)
+    assert not app.add([tmp_path / "tarsk.md"]).failed
+    return app
+
+
+def test_a_run_answers_a_line_item_off_its_row_without_the_model(
+    tmp_path: Path, embedder: Any
+) -> None:
+    app = _statement(tmp_path, embedder)
+    try:
+        row = pid_with(app, "Total current liabilities |")
+        assert "2019" not in app.library.evidence(row).text  # the header is a passage back
+
+        def run(task: str, writer: ScriptedLLM, limits: ResearchLimits = LIM) -> Any:
+            planner = ScriptedLLM([plan(("q1", ASKED, []))])
+            researcher = ScriptedLLM(worker_script(ASKED, row, "Liabilities of 1,250,400."))
+            report = app.research(
+                ASKED, models=models(planner, researcher, writer), task=task, limits=limits
+            )
+            assert writer.pending == 0
+            return report
+
+        writer = ScriptedLLM(["Tarsk Mills reported current liabilities of $1,250,400 [E1]."])
+        report = run("looked-up", writer)
+        lines = report.markdown.splitlines()
+        assert lines[0] == (
+            "**Answer:** $1,250.4 million, worked out as 1,250,400 / 1,000 = 1,250.4 [1]."
+        )
+        assert lines[2:4] == [
+            CHAIN_HEAD,
+            "- Total current liabilities (2019: 1,250,400; 2018: 1,100,200) [1].",
+        ]
+        assert len(generations(writer)) == 1  # the body only: no answer call
+        assert [c.evidence_id for c in report.citations] == [row]
+        assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+
+        # switched off, the model answers as before
+        writer = ScriptedLLM([short("1,250,400", ["E1"]), "Tarsk Mills reported $1,250,400 [E1]."])
+        off = LIM.model_copy(update={"stages_off": ["row_lookup"]})
+        report = run("model-answers", writer, off)
+        assert report.markdown.startswith("**Answer:** 1,250,400 [1].")
+    finally:
+        app.close()
