@@ -11,7 +11,15 @@ from research_fixtures import models, pid_with, plan, worker_script
 from test_research_answer import generations, short
 
 from core.research.chain import CHAIN_HEAD
-from core.research.lookup import Read, asked_year, one_reading, readings, scale_of, stated
+from core.research.lookup import (
+    Read,
+    asked_years,
+    changed,
+    one_reading,
+    readings,
+    scale_of,
+    stated,
+)
 from core.research.schemas import ResearchLimits
 from core.research.tables import labelled_rows
 from core.service import Sourcebook
@@ -29,38 +37,42 @@ STATEMENT = labelled_rows(
 
 
 def test_a_question_asking_one_amount_for_one_year_is_looked_up() -> None:
-    assert asked_year(ASKED) == "2019"
-    assert asked_year("How much did Kelmor Corp pay in Harbor fees in fiscal 2021?") == "2021"
+    assert asked_years(ASKED) == ("2019",)
+    assert asked_years("How much did Kelmor Corp pay in Harbor fees in fiscal 2021?") == ("2021",)
+    # or its change between two years as a percentage, the earlier first
+    change = "What is the change in Kelmor's Harbor fees from FY2019 to FY2018 in percent?"
+    assert asked_years(change) == ("2018", "2019")
     for question in (
         "What is Tarsk Mills' total current liabilities (in USD millions)?",  # no year
         "What were Tarsk Mills' Harbor fees in 2018 and 2019 (in USD millions)?",  # two
         "What is the change in Tarsk Mills' Harbor fees in FY2019 (in USD millions)?",
+        "What is the change in Kelmor's Harbor fees from 2018 to 2019 (in USD millions)?",
         "What is Tarsk Mills' FY2019 operating margin (in USD millions)?",
         "What is the Dravin River segment's FY2019 revenue (in USD millions)?",
         "Which of Tarsk Mills' liabilities was largest in FY2019 (in USD millions)?",
         "What drove Tarsk Mills' total current liabilities in FY2019?",  # no amount asked
     ):
-        assert asked_year(question) is None, question
+        assert asked_years(question) is None, question
 
 
 def test_the_row_naming_the_line_item_most_fully_gives_the_figure_and_its_unit() -> None:
-    reads = readings(ASKED, "2019", "ev1:a", STATEMENT)
+    reads = readings(ASKED, ("2019",), "ev1:a", STATEMENT)
     # "Other current liabilities" is not named (its "other"), "Total liabilities" not together
-    assert [(n, r.figure, r.scale) for n, r in reads] == [((3, 3), "1250400", "thousand")]
+    assert [(n, r.figures, r.scale) for n, r in reads] == [((3, 3), ("1250400",), "thousand")]
     assert reads[0][1].row == "Total current liabilities (2019: $1,250,400; 2018: $1,100,200)"
     rows = labelled_rows("2019 | 2018\nNet income | 410 | 380\nIncome | 900 | 850")
     asked = "What is Kelmor Corp's FY2019 net income (in millions)?"
-    best = one_reading(readings(asked, "2019", "ev1:b", rows))  # "income" is not named alone
-    assert best is not None and best.figure == "410" and best.scale is None
+    best = one_reading(readings(asked, ("2019",), "ev1:b", rows))  # "income" is not named alone
+    assert best is not None and best.figures == ("410",) and best.scale is None
     # a longer line item is asked for than any row names: the model answers
     longer = (
         "What is Kelmor Corp's FY2019 net income attributable to minority owners (in millions)?"
     )
-    assert readings(longer, "2019", "ev1:b", rows) == []
+    assert readings(longer, ("2019",), "ev1:b", rows) == []
     # a row named only by the statement the question points to is not the line item
     sheet = labelled_rows("2019 | 2018\nBalance | 900 | 850")
     pointed = "How much were Kelmor's 2019 fees? Use the balance sheet."
-    assert readings(pointed, "2019", "ev1:c", sheet) == []
+    assert readings(pointed, ("2019",), "ev1:c", sheet) == []
 
 
 def test_a_line_item_asked_by_another_of_its_names_is_read_off_its_row() -> None:
@@ -69,20 +81,20 @@ def test_a_line_item_asked_by_another_of_its_names_is_read_off_its_row() -> None
         "45,310\nPurchases of property, plant and equipment | (1,200) | (1,100)"
     )
     revenue = "What is Tarsk Mills' FY2019 total revenue (in USD millions)?"
-    best = one_reading(readings(revenue, "2019", "ev1:a", rows))
-    assert best is not None and best.figure == "52870"  # the fullest of its names
+    best = one_reading(readings(revenue, ("2019",), "ev1:a", rows))
+    assert best is not None and best.figures == ("52870",)  # the fullest of its names
     capex = "What is the FY2019 capital expenditure amount (in USD millions) for Tarsk Mills?"
-    best = one_reading(readings(capex, "2019", "ev1:a", rows))
-    assert best is not None and best.figure == "(1200)"
+    best = one_reading(readings(capex, ("2019",), "ev1:a", rows))
+    assert best is not None and best.figures == ("(1200)",)
     # another line item whose name holds one of these words is not one of them
     deferred = "What is Tarsk Mills' FY2019 deferred revenue (in USD millions)?"
-    assert readings(deferred, "2019", "ev1:a", rows) == []
+    assert readings(deferred, ("2019",), "ev1:a", rows) == []
 
 
 def test_rows_that_differ_on_the_figure_give_no_answer() -> None:
-    a = Read("Total current liabilities (2019: 1,250,400)", "ev1:a", "1250400", "thousand")
-    b = Read("Total current liabilities (2019: 990,000)", "ev1:b", "990000", "thousand")
-    same = Read("Total current liabilities (2019: 1,250,400)", "ev1:c", "1250400", "thousand")
+    a = Read("Total current liabilities (2019: 1,250,400)", "ev1:a", ("1250400",), "thousand")
+    b = Read("Total current liabilities (2019: 990,000)", "ev1:b", ("990000",), "thousand")
+    same = Read("Total current liabilities (2019: 1,250,400)", "ev1:c", ("1250400",), "thousand")
     assert one_reading([((3, 3), a), ((3, 3), same)]) == a
     assert one_reading([((3, 3), a), ((3, 3), b)]) is None
     assert one_reading([((3, 3), a), ((2, 3), b)]) == a  # the fuller name wins
@@ -101,12 +113,12 @@ def test_the_unit_comes_from_above_the_table_as_far_as_its_header() -> None:
 
 def test_the_answer_is_stated_in_the_unit_asked_with_its_conversion_shown() -> None:
     row = "Total current liabilities (2019: $1,250,400)"
-    read = Read(row, "ev1:a", "1250400", "thousand")
+    read = Read(row, "ev1:a", ("1250400",), "thousand")
     assert stated(read, ASKED) == ("$1,250.4 million", "1,250,400 / 1,000 = 1,250.4")
     billions = "What is Tarsk Mills' FY2019 total current liabilities in USD billions?"
     assert stated(read, billions) == ("$1.2504 billion", "1,250,400 / 1,000 / 1,000 = 1.2504")
     asked_thousands = ASKED.replace("millions", "thousands")
-    in_millions = Read(row, "ev1:a", "1250.4", "million")
+    in_millions = Read(row, "ev1:a", ("1250.4",), "million")
     assert stated(in_millions, asked_thousands) == (
         "$1,250,400 thousand",
         "1,250.4 * 1,000 = 1,250,400",
@@ -116,15 +128,27 @@ def test_the_answer_is_stated_in_the_unit_asked_with_its_conversion_shown() -> N
         "$1,250,400 thousand",
         "",
     )
-    loss = Read("Net loss (2019: (1,283))", "ev1:a", "(1283)", None)
+    loss = Read("Net loss (2019: (1,283))", "ev1:a", ("(1283)",), None)
     assert stated(loss, "What is Kelmor's FY2019 net loss (in millions)?") == ("-1,283", "")
 
 
 def test_an_amount_per_share_is_not_scaled() -> None:
     asked = "What is Tarsk Mills' FY2019 earnings per share amount (in USD millions)?"
-    [(_, read)] = readings(asked, "2019", "ev1:a", STATEMENT)
-    assert (read.figure, read.scale) == ("2.15", None)
+    [(_, read)] = readings(asked, ("2019",), "ev1:a", STATEMENT)
+    assert (read.figures, read.scale) == (("2.15",), None)
     assert stated(read, asked) == ("$2.15", "")
+
+
+def test_a_change_between_two_years_is_worked_out_off_one_row() -> None:
+    rows = labelled_rows("2017 | 2018 | 2019\nTotal net sales | 41,200 | 45,310 | 52,870")
+    asked = "What is the year-over-year change in Tarsk Mills' total revenue from 2018 to 2019 (%)?"
+    [(_, read)] = readings(asked, ("2018", "2019"), "ev1:a", rows)
+    assert read.figures == ("45310", "52870")
+    assert changed(read, asked) == ("16.7%", "(52,870 - 45,310) / 45,310 * 100 = 16.7%")
+    two = asked.replace("(%)", "in percent, rounded to two decimal places")
+    assert changed(read, two) == ("16.69%", "(52,870 - 45,310) / 45,310 * 100 = 16.69%")
+    loss = Read("Net income (2018: (1,283); 2019: 2,100)", "ev1:a", ("(1283)", "2100"), None)
+    assert changed(loss, asked) is None  # a change from a loss is no percentage
 
 
 LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, read_top=0)
@@ -153,11 +177,13 @@ def test_a_run_answers_a_line_item_off_its_row_without_the_model(
         row = pid_with(app, "Total current liabilities |")
         assert "2019" not in app.library.evidence(row).text  # the header is a passage back
 
-        def run(task: str, writer: ScriptedLLM, limits: ResearchLimits = LIM) -> Any:
-            planner = ScriptedLLM([plan(("q1", ASKED, []))])
-            researcher = ScriptedLLM(worker_script(ASKED, row, "Liabilities of 1,250,400."))
+        def run(
+            task: str, writer: ScriptedLLM, limits: ResearchLimits = LIM, question: str = ASKED
+        ) -> Any:
+            planner = ScriptedLLM([plan(("q1", question, []))])
+            researcher = ScriptedLLM(worker_script(question, row, "Liabilities of 1,250,400."))
             report = app.research(
-                ASKED, models=models(planner, researcher, writer), task=task, limits=limits
+                question, models=models(planner, researcher, writer), task=task, limits=limits
             )
             assert writer.pending == 0
             return report
@@ -174,6 +200,18 @@ def test_a_run_answers_a_line_item_off_its_row_without_the_model(
         ]
         assert len(generations(writer)) == 1  # the body only: no answer call
         assert [c.evidence_id for c in report.citations] == [row]
+        assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+
+        # its change between the two years, worked out off the same row
+        writer = ScriptedLLM(["Tarsk Mills reported current liabilities of $1,250,400 [E1]."])
+        asked = (
+            "What is the change in Tarsk Mills' total current liabilities from 2018 to 2019 in %?"
+        )
+        report = run("looked-up-change", writer, question=asked)
+        assert report.markdown.startswith(
+            "**Answer:** 13.7%, worked out as (1,250,400 - 1,100,200) / 1,100,200 * 100 = 13.7%"
+            " [1]."
+        )
         assert report.status == "answered", (report.status_reasons, report.flagged_claims)
 
         # switched off, the model answers as before

@@ -31,15 +31,20 @@ from core.research.tables import header, row_figures
 from core.text import STOP_WORDS, YEAR
 
 #: A question asking for something worked out from figures, about a part of the company, or
-#: for a choice or a reason, is not answered by one consolidated row.
+#: for a choice or a reason, is not answered off one consolidated row ...
 _NOT_ONE_ROW = re.compile(
-    r"%|\b(?:change[sd]?|growth|grow|grew|increase[sd]?|decrease[sd]?|decline[sd]?|drop"
-    r"|ratio|margin|percent|percentage|proportion|share of|average|difference|compare[sd]?"
-    r"|versus|vs|more|less|higher|lower|turnover|conversion|days|rate|yield|cagr|times"
-    r"|segment|region|division|geographic|product|category|per employee|which|why)\b",
+    r"\b(?:ratio|margin|proportion|share of|average|difference|compare[sd]?|versus|vs|more"
+    r"|less|higher|lower|turnover|conversion|days|rate|yield|cagr|times|segment|region"
+    r"|division|geographic|product|category|per employee|which|why)\b",
     re.IGNORECASE,
 )
-#: ... and it asks for an amount: in a unit it names, or "how much".
+#: ... but for its change between two years, as a percentage (:data:`_PERCENT`).
+_CHANGE = re.compile(
+    r"\b(?:change[sd]?|growth|grow|grew|increase[sd]?|decrease[sd]?|decline[sd]?|drop)\b",
+    re.IGNORECASE,
+)
+_PERCENT = re.compile(r"%|\bpercent(?:s|age)?\b", re.IGNORECASE)
+#: A question for one year's figure asks for an amount: in a unit it names, or "how much".
 _AMOUNT = re.compile(r"\b(?:how much|amount|(?:thousand|million|billion)s?)\b", re.IGNORECASE)
 #: The statement a question points to ("Base your answer on the balance sheet") names no line
 #: item: a row labelled "Balance" is not what it asks for.
@@ -62,24 +67,32 @@ _BESIDE = STOP_WORDS | {"total", "amount", "figure", "value", "reported", "fisca
 #: equipment"): data, as the metrics' line items are (:mod:`core.research.line_items`).
 ROW_NAMES = Path(__file__).resolve().parents[2] / "resources" / "glossary" / "row_names.json"
 _POWER = {"thousand": 3, "million": 6, "billion": 9}
+_DECIMALS = re.compile(r"\b(zero|one|two|three|four|[0-4])\s+decimal", re.IGNORECASE)
+_DIGITS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4} | {str(n): n for n in range(5)}
 
 
 @dataclass(frozen=True)
 class Read:
     row: str  # the row as labelled_rows writes it: "Harbor fees (2019: 1,250; 2018: 1,100)"
     evidence_id: str
-    figure: str  # as row_figures spells it: "1250", "(1283)" for a loss
+    figures: tuple[str, ...]  # per year asked, as row_figures spells it: "1250", "(1283)"
     scale: str | None  # the table's unit: "thousand", "million", "billion"; None unknown
 
 
-def asked_year(question: str) -> str | None:
-    """The one year ``question`` asks about when it asks for an amount (:data:`_AMOUNT`) as
-    one row states it (nothing worked out, no part of the company: :data:`_NOT_ONE_ROW`), else
-    None."""
-    years: set[str] = set(_YEAR.findall(question))
-    if len(years) != 1 or not _AMOUNT.search(question) or _NOT_ONE_ROW.search(question):
+def asked_years(question: str) -> tuple[str, ...] | None:
+    """The years whose figures of one row answer ``question``, or None when it asks for
+    anything else (:data:`_NOT_ONE_ROW`): its one year when it asks for an amount
+    (:data:`_AMOUNT`) and no change; the two, earlier first, when it asks for the change
+    between them as a percentage."""
+    years = sorted(set(_YEAR.findall(question)))
+    if _NOT_ONE_ROW.search(question):
         return None
-    return years.pop()
+    change, percent = bool(_CHANGE.search(question)), bool(_PERCENT.search(question))
+    if len(years) == 1 and not change and not percent and _AMOUNT.search(question):
+        return (years[0],)
+    if len(years) == 2 and change and percent:
+        return (years[0], years[1])
+    return None
 
 
 def _word(word: str) -> str:
@@ -164,10 +177,12 @@ def scale_of(before_row: str, passages_before: Iterable[str] = ()) -> str | None
     return None
 
 
-def rows_naming(question: str, year: str, text: str) -> list[tuple[tuple[int, int], str, str, int]]:
+def rows_naming(
+    question: str, years: tuple[str, ...], text: str
+) -> list[tuple[tuple[int, int], str, tuple[str, ...], int]]:
     """The rows of ``text`` (as labelled_rows writes them) whose line item ``question`` names,
-    with a figure for ``year``: (how fully it names it, :func:`_named`; the row, the figure,
-    where the row starts in ``text``)."""
+    with one figure for each of ``years``: (how fully it names it, :func:`_named`; the row,
+    the figures, where the row starts in ``text``)."""
     asked = _asked(question)
     out = []
     pos = 0
@@ -176,39 +191,43 @@ def rows_naming(question: str, year: str, text: str) -> list[tuple[tuple[int, in
         if read is not None:
             label, periods = read
             named = _named(label, asked)
-            held = {v for p, v in periods.items() if year in _YEAR.findall(p)}
-            if named[0] and len(held) == 1:
-                out.append((named, line.strip(), held.pop(), pos))
+            held = [{v for p, v in periods.items() if y in _YEAR.findall(p)} for y in years]
+            if named[0] and all(len(h) == 1 for h in held):
+                out.append((named, line.strip(), tuple(h.pop() for h in held), pos))
         pos += len(line)
     return out
 
 
 def readings(
-    question: str, year: str, evidence_id: str, text: str, passages_before: Iterable[str] = ()
+    question: str,
+    years: tuple[str, ...],
+    evidence_id: str,
+    text: str,
+    passages_before: Iterable[str] = (),
 ) -> list[tuple[tuple[int, int], Read]]:
     """The rows of one passage's ``text`` (as labelled_rows writes it) naming what
-    ``question`` asks for in ``year``, each with how fully the question names its line item
+    ``question`` asks for in ``years``, each with how fully the question names its line item
     (:func:`_named`) and its table's unit (:func:`scale_of`; none for a count of shares or an
     amount per share, which an "in millions" above the table does not scale)."""
-    rows = rows_naming(question, year, text)
+    rows = rows_naming(question, years, text)
     before = list(passages_before) if rows else []
     out = []
-    for named, row, figure, pos in rows:
+    for named, row, figures, pos in rows:
         label = row_figures(row)
         shares = label is not None and "share" in _words(label[0])
         scale = None if shares else scale_of(text[:pos], before)
-        out.append((named, Read(row, evidence_id, figure, scale)))
+        out.append((named, Read(row, evidence_id, figures, scale)))
     return out
 
 
 def one_reading(reads: list[tuple[tuple[int, int], Read]]) -> Read | None:
     """Of the rows read (with how many words of their line item the question names), the one
-    naming it most fully, or None when there is none or such rows differ on the figure."""
+    naming it most fully, or None when there is none or such rows differ on a figure."""
     if not reads:
         return None
     most = max(n for n, _ in reads)
     best = [r for n, r in reads if n == most]
-    if len({r.figure for r in best}) != 1:
+    if len({r.figures for r in best}) != 1:
         return None
     return best[0]
 
@@ -220,14 +239,20 @@ def _spelled(value: float, decimals: int) -> str:
     return ("-" if value < 0 else "") + text
 
 
+def _value(figure: str) -> tuple[float, str, int]:
+    """A row's figure ("(1283)" a loss) as its value, written with thousands commas, and its
+    decimals."""
+    digits = figure.strip("()-")
+    value = float(digits) * (-1 if figure[:1] in "(-" else 1)
+    decimals = len(digits.partition(".")[2])
+    return value, _spelled(value, decimals), decimals
+
+
 def stated(read: Read, question: str) -> tuple[str, str]:
-    """The answer to ``question`` off ``read``'s row, and the calculation converting it to the
-    unit asked ("" when none is needed): ("$1,250.4 million", "1,250,400 / 1,000 =
-    1,250.4")."""
-    negative = read.figure.startswith("(") or read.figure.startswith("-")
-    digits = read.figure.strip("()-")
-    value = float(digits) * (-1 if negative else 1)
-    written = _spelled(value, len(digits.partition(".")[2]))
+    """The answer to ``question`` off ``read``'s row (its one year's figure), and the
+    calculation converting it to the unit asked ("" when none is needed): ("$1,250.4
+    million", "1,250,400 / 1,000 = 1,250.4")."""
+    value, written, decimals = _value(read.figures[0])
     sign = "$" if "$" in read.row or _ASKED_DOLLARS.search(question) else ""
     asked = _ASKED_SCALE.search(question)
     want = asked.group(1).casefold() if asked else read.scale
@@ -236,6 +261,20 @@ def stated(read: Read, question: str) -> tuple[str, str]:
         return f"{sign}{written}{unit}".replace("$-", "-$"), ""
     shift = _POWER[read.scale] - _POWER[want]
     steps = " / 1,000" * (-shift // 3) if shift < 0 else " * 1,000" * (shift // 3)
-    result = _spelled(value * 10.0**shift, max(0, -shift) + len(digits.partition(".")[2]))
+    result = _spelled(value * 10.0**shift, max(0, -shift) + decimals)
     answer = f"{sign}{result} {want}".replace("$-", "-$")
     return answer, f"{written}{steps} = {result}"
+
+
+def changed(read: Read, question: str) -> tuple[str, str] | None:
+    """The change between ``read``'s two figures (the earlier year's first) as a percentage
+    of the earlier, to the decimals ``question`` asks for (else one), and its calculation:
+    ("16.7%", "(52,870 - 45,310) / 45,310 * 100 = 16.7%"); None when the earlier is not above
+    0 (a change from a loss is no percentage a reader can use)."""
+    (old, old_text, _), (new, new_text, _) = map(_value, read.figures)
+    if old <= 0:
+        return None
+    asked = _DECIMALS.search(question)
+    digits = _DIGITS.get(asked.group(1).casefold(), 1) if asked else 1
+    result = f"{(new - old) / old * 100:,.{digits}f}%"
+    return result, f"({new_text} - {old_text}) / {old_text} * 100 = {result}"

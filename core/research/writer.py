@@ -120,11 +120,11 @@ def row_answer(
     ctx: RunContext, question: str, evidence: list[Evidence], labels: dict[str, str]
 ) -> str:
     """Stage ``row_lookup``: the short answer to a question asking for one line item in one
-    year, read by the program off the statement row naming it (:mod:`core.research.lookup`),
-    in the unit asked, its chain that row; "" when the question asks for anything else or the
-    rows read do not give one figure (the model answers then)."""
-    year = lookup.asked_year(question)
-    if year is None:
+    year, or for its change between two as a percentage, read by the program off the statement
+    row naming it (:mod:`core.research.lookup`), its chain that row; "" when the question asks
+    for anything else or the rows read do not give one reading (the model answers then)."""
+    years = lookup.asked_years(question)
+    if years is None:
         return ""
     reads: list[tuple[tuple[int, int], lookup.Read]] = []
     for ev in evidence:
@@ -135,17 +135,20 @@ def row_answer(
         except GraphError:
             before = []
         text = labelled_rows(ev.text, runs_on(before, ev.text))
-        reads.extend(lookup.readings(question, year, ev.evidence_id, text, before))
+        reads.extend(lookup.readings(question, years, ev.evidence_id, text, before))
     read = lookup.one_reading(reads)
     by_id = {v: k for k, v in labels.items()}
     found = {"row": read.row, "scale": read.scale} if read else {"row": "", "scale": None}
-    record(ctx, "row_lookup", {"rows": len(reads), **found})
+    record(ctx, "row_lookup", {"years": list(years), "rows": len(reads), **found})
     if read is None or read.evidence_id not in by_id:
         return ""
-    answer, calculation = lookup.stated(read, question)
+    worked = lookup.stated(read, question) if len(years) == 1 else lookup.changed(read, question)
+    if worked is None:
+        return ""
+    answer, calculation = worked
     label = by_id[read.evidence_id]
-    worked = f"{WORKED_AS}{calculation}" if calculation else ""
-    return f"{ANSWER_MARK} {answer}{worked} [{label}].\n\n{chain_block([(read.row, label)])}"
+    shown = f"{WORKED_AS}{calculation}" if calculation else ""
+    return f"{ANSWER_MARK} {answer}{shown} [{label}].\n\n{chain_block([(read.row, label)])}"
 
 
 def labels_for(evidence: list[Evidence]) -> dict[str, str]:
