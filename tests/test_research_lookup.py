@@ -60,7 +60,9 @@ def test_the_row_naming_the_line_item_most_fully_gives_the_figure_and_its_unit()
     # "Other current liabilities" is not named (its "other"), "Total liabilities" not together
     assert [(n, r.figures, r.scale) for n, r in reads] == [((3, 3), ("1250400",), "thousand")]
     assert reads[0][1].row == "Total current liabilities (2019: $1,250,400; 2018: $1,100,200)"
-    rows = labelled_rows("2019 | 2018\nNet income | 410 | 380\nIncome | 900 | 850")
+    rows = labelled_rows(
+        "Consolidated statements of income\n2019 | 2018\nNet income | 410 | 380\nIncome | 900 | 850"
+    )
     asked = "What is Kelmor Corp's FY2019 net income (in millions)?"
     best = one_reading(readings(asked, ("2019",), "ev1:b", rows))  # "income" is not named alone
     assert best is not None and best.figures == ("410",) and best.scale is None
@@ -70,14 +72,15 @@ def test_the_row_naming_the_line_item_most_fully_gives_the_figure_and_its_unit()
     )
     assert readings(longer, ("2019",), "ev1:b", rows) == []
     # a row named only by the statement the question points to is not the line item
-    sheet = labelled_rows("2019 | 2018\nBalance | 900 | 850")
+    sheet = labelled_rows("Consolidated balance sheets\n2019 | 2018\nBalance | 900 | 850")
     pointed = "How much were Kelmor's 2019 fees? Use the balance sheet."
     assert readings(pointed, ("2019",), "ev1:c", sheet) == []
 
 
 def test_a_line_item_asked_by_another_of_its_names_is_read_off_its_row() -> None:
     rows = labelled_rows(
-        "(in millions)\n2019 | 2018\nNet sales | 30,000 | 28,000\nTotal net sales | 52,870 | "
+        "Statements of operations (in millions)\n2019 | 2018\nNet sales | 30,000 | 28,000\n"
+        "Total net sales | 52,870 | "
         "45,310\nPurchases of property, plant and equipment | (1,200) | (1,100)"
     )
     revenue = "What is Tarsk Mills' FY2019 total revenue (in USD millions)?"
@@ -89,6 +92,25 @@ def test_a_line_item_asked_by_another_of_its_names_is_read_off_its_row() -> None
     # another line item whose name holds one of these words is not one of them
     deferred = "What is Tarsk Mills' FY2019 deferred revenue (in USD millions)?"
     assert readings(deferred, ("2019",), "ev1:a", rows) == []
+
+
+def test_a_note_table_and_a_years_changes_are_not_the_line_item() -> None:
+    asked = "What is Tarsk Mills' FY2019 accounts payable (in USD millions)?"
+    note = labelled_rows("Note 7 - Income taxes\n2019 | 2018\nAccounts payable | 12 | 10")
+    assert readings(asked, ("2019",), "ev1:a", note) == []
+    # ... unless its heading names a statement
+    assert readings(asked, ("2019",), "ev1:a", note, heading="Consolidated Balance Sheets")
+    flows = labelled_rows(
+        "Consolidated statements of cash flows (in millions)\n2019 | 2018\n"
+        "Changes in operating assets and liabilities:\nAccounts payable | 310 | 150\n"
+        "Net cash provided by operating activities | 2,400 | 2,100\n"
+        "Investing activities:\nPurchases of property and equipment | (900) | (800)"
+    )
+    assert readings(asked, ("2019",), "ev1:a", flows) == []  # the year's change, not the balance
+    cash = "What is Tarsk Mills' FY2019 operating cash flow (in USD millions)?"
+    assert [r.figures for _, r in readings(cash, ("2019",), "ev1:a", flows)] == [("2400",)]
+    capex = "How much was Tarsk Mills' capital expenditure in FY2019 (in USD millions)?"
+    assert [r.figures for _, r in readings(capex, ("2019",), "ev1:a", flows)] == [("(900)",)]
 
 
 def test_rows_that_differ_on_the_figure_give_no_answer() -> None:
@@ -140,7 +162,9 @@ def test_an_amount_per_share_is_not_scaled() -> None:
 
 
 def test_a_change_between_two_years_is_worked_out_off_one_row() -> None:
-    rows = labelled_rows("2017 | 2018 | 2019\nTotal net sales | 41,200 | 45,310 | 52,870")
+    rows = labelled_rows(
+        "Income statements\n2017 | 2018 | 2019\nTotal net sales | 41,200 | 45,310 | 52,870"
+    )
     asked = "What is the year-over-year change in Tarsk Mills' total revenue from 2018 to 2019 (%)?"
     [(_, read)] = readings(asked, ("2018", "2019"), "ev1:a", rows)
     assert read.figures == ("45310", "52870")

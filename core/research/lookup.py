@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,8 +54,17 @@ _STATEMENT = re.compile(
     r"|financial position|comprehensive income|(?:stockholders|shareholders)'? equity))",
     re.IGNORECASE,
 )
+#: The title of a financial statement, or of the table of selected data drawn from them.
+_STATEMENT_TITLE = re.compile(
+    r"\b(?:balance sheets?|statements? of (?:consolidated )?(?:operations|income|earnings"
+    r"|comprehensive (?:income|loss)|cash flows?|financial position)|income statements?"
+    r"|cash flows? statements?|selected (?:consolidated )?financial data)\b",
+    re.IGNORECASE,
+)
+_CHANGES = re.compile(r"\bchanges? in\b", re.IGNORECASE)
+_TOTAL = re.compile(r"(?:total|net cash|cash)\b", re.IGNORECASE)
 _YEAR = re.compile(rf"(?<!\d){YEAR}(?!\d)")
-_WORD = re.compile(r"[^\W_]+")
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")  # "Kelmor's" one word
 _SCALE = re.compile(r"\bin\s+(thousands|millions|billions)\b", re.IGNORECASE)
 _ASKED_SCALE = re.compile(r"\b(thousand|million|billion)s?\b", re.IGNORECASE)
 _ASKED_DOLLARS = re.compile(r"\$|\bUSD\b|\bdollars?\b", re.IGNORECASE)
@@ -164,17 +173,46 @@ def _named(label: str, asked: list[list[tuple[str, bool]]]) -> tuple[int, int]:
     return (max(used), len(words)) if used else (0, 0)
 
 
+def _above(before_row: str, passages_before: Iterable[str]) -> Iterator[str]:
+    """The text above a row in its table: its passage's up to it, then the passages before
+    (nearest first) as far as the one holding the table's header."""
+    for text in (before_row, *passages_before):
+        yield text
+        if any(header(line) for line in text.splitlines()):
+            return
+
+
 def scale_of(before_row: str, passages_before: Iterable[str] = ()) -> str | None:
     """The unit of the table a row sits in: the last "in thousands" (millions, billions)
-    written above it in its passage, else in the passages before it (nearest first) as far as
-    the one holding the table's header; None when none says."""
-    for text in (before_row, *passages_before):
+    written above it (:func:`_above`); None when none says."""
+    for text in _above(before_row, passages_before):
         found: list[str] = _SCALE.findall(text)
         if found:
             return found[-1].casefold().removesuffix("s")
-        if any(header(line) for line in text.splitlines()):
-            return None
     return None
+
+
+def among_changes(above: Iterable[str]) -> bool:
+    """Whether a row below the texts ``above`` (oldest first) sits among a statement's
+    changes ("Changes in operating assets and liabilities:" and the rows under it, up to
+    their total): there "Accounts payable" is the year's change, not the balance."""
+    open_ = False
+    for text in above:
+        for line in text.splitlines():
+            row = row_figures(line.strip())
+            if row is None and "|" not in line and any(c.isalpha() for c in line):
+                open_ = bool(_CHANGES.search(line))  # a heading: of changes or of another part
+            elif row is not None and _TOTAL.match(row[0]):
+                open_ = False  # the changes' total closes them
+    return open_
+
+
+def in_statement(heading: str, before_row: str, passages_before: Iterable[str] = ()) -> bool:
+    """Whether a row sits in one of the financial statements (:data:`_STATEMENT_TITLE`), as
+    its passage's heading or the text above it says: a note's table has rows of the same
+    names ("Depreciation and amortization" among deferred tax assets) holding other figures."""
+    texts = (heading, *_above(before_row, passages_before))
+    return any(_STATEMENT_TITLE.search(t) for t in texts)
 
 
 def rows_naming(
@@ -204,16 +242,24 @@ def readings(
     evidence_id: str,
     text: str,
     passages_before: Iterable[str] = (),
+    heading: str = "",
 ) -> list[tuple[tuple[int, int], Read]]:
     """The rows of one passage's ``text`` (as labelled_rows writes it) naming what
-    ``question`` asks for in ``years``, each with how fully the question names its line item
-    (:func:`_named`) and its table's unit (:func:`scale_of`; none for a count of shares or an
-    amount per share, which an "in millions" above the table does not scale)."""
+    ``question`` asks for in ``years``, in a financial statement (:func:`in_statement`, its
+    passage under ``heading``) and not among its changes (:func:`among_changes`), each with
+    how fully the question names its line item (:func:`_named`) and its table's unit
+    (:func:`scale_of`; none for a count of shares or an amount per share, which an "in
+    millions" above the table does not scale)."""
     rows = rows_naming(question, years, text)
     before = list(passages_before) if rows else []
     out = []
     for named, row, figures, pos in rows:
+        if not in_statement(heading, text[:pos], before):
+            continue
         label = row_figures(row)
+        total = label is not None and _TOTAL.match(label[0])
+        if not total and among_changes(reversed(list(_above(text[:pos], before)))):
+            continue
         shares = label is not None and "share" in _words(label[0])
         scale = None if shares else scale_of(text[:pos], before)
         out.append((named, Read(row, evidence_id, figures, scale)))

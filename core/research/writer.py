@@ -135,7 +135,8 @@ def row_answer(
         except GraphError:
             before = []
         text = labelled_rows(ev.text, runs_on(before, ev.text))
-        reads.extend(lookup.readings(question, years, ev.evidence_id, text, before))
+        heading = " / ".join(ev.heading_path)
+        reads.extend(lookup.readings(question, years, ev.evidence_id, text, before, heading))
     read = lookup.one_reading(reads)
     by_id = {v: k for k, v in labels.items()}
     found = {"row": read.row, "scale": read.scale} if read else {"row": "", "scale": None}
