@@ -22,7 +22,7 @@ from research_fixtures import (
 )
 
 from core.cli import main
-from core.research.ask import NO_ANSWER_REPLY
+from core.research.ask import NO_ANSWER_REPLY, answer_draft
 from core.research.schemas import UNVERIFIED_NOTE, Boundary, ResearchLimits, RunEvent
 from core.service import Sourcebook
 from models.scripted import ScriptedLLM
@@ -500,3 +500,11 @@ def test_a_new_conversation_never_continues_an_old_one_opened_by_the_same_questi
     # asked once more with nothing after it, it is that conversation's saved answer
     assert research_app.ask(question, **kw).task == f"{name}-2/turn-1"
     assert llm.pending == 0
+
+
+def test_an_answer_line_keeps_its_currency_sign_and_minus() -> None:
+    assert answer_draft("**Answer:** $35 billion [E1].") == "**Answer:** $35 billion [E1]."
+    assert answer_draft("Final answer: - -5% [E2]") == "**Answer:** -5% [E2]."
+    assert answer_draft("Answer: 1921 [E2]\nFounded then [E2].") == (
+        "**Answer:** 1921 [E2].\nFounded then [E2]."
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ask_fixtures import PassageLLM
 from research_fixtures import models, pid_with, plan, worker_script
 from test_research_answer import generations, short
 
@@ -51,6 +52,7 @@ def test_a_question_asking_one_amount_for_one_year_is_looked_up() -> None:
         "What is the Dravin River segment's FY2019 revenue (in USD millions)?",
         "Which of Tarsk Mills' liabilities was largest in FY2019 (in USD millions)?",
         "What drove Tarsk Mills' total current liabilities in FY2019?",  # no amount asked
+        "What were Tarsk Mills' Q2 FY2019 Harbor fees (in USD millions)?",  # a quarter's
     ):
         assert asked_years(question) is None, question
 
@@ -245,3 +247,23 @@ def test_a_run_answers_a_line_item_off_its_row_without_the_model(
         assert report.markdown.startswith("**Answer:** 1,250,400 [1].")
     finally:
         app.close()
+
+
+def test_ask_reads_a_line_item_off_its_row_without_the_model(tmp_path: Path, embedder: Any) -> None:
+    app = _statement(tmp_path, embedder)
+    try:
+        llm = PassageLLM([])  # no answer scripted: a model call would fail the test
+        report = app.ask(
+            ASKED,
+            conversation="looked-up",
+            models={"default": llm},
+            limits=ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1),
+        )
+    finally:
+        app.close()
+    assert report.markdown.startswith(
+        "**Answer:** $1,250.4 million, worked out as 1,250,400 / 1,000 = 1,250.4 [1].\n\n"
+        f"{CHAIN_HEAD}\n- Total current liabilities (2019: 1,250,400; 2018: 1,100,200) [1]."
+    )
+    assert not [c for c in llm.history if c.kind == "stream"]
+    assert report.status == "answered", (report.status_reasons, report.flagged_claims)

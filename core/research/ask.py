@@ -12,7 +12,8 @@ One turn of a conversation (:mod:`core.research.conversation` keeps them):
    fetched in this turn, so all of them are citable and nothing else is;
 3. one model call (``resources/prompts/ask.jinja``, after the earlier turns as chat messages,
    so a model that keeps its states continues from the last turn instead of reading it again),
-   streamed as it is written;
+   streamed as it is written; none for one line item in one year, or its change between two,
+   which the program reads off the statement row shown (stage ``row_lookup``);
 4. the checks of a research run's draft, by the run's own code (citation check and repair,
    narrowing, claim and support checks, an unsupported answer withheld, sanitize, renumber,
    status): the answer is asserted only when its checks pass, otherwise the report says what
@@ -47,6 +48,7 @@ from core.evidence import Evidence
 from core.library import Library
 from core.research import checks
 from core.research import run as research_run
+from core.research.chain import CHAIN_HEAD
 from core.research.citations import bracket_labels, cite_quotations, states_absence
 from core.research.context import EventFn, RunContext, StopSignal
 from core.research.conversation import (
@@ -67,11 +69,11 @@ from core.research.drafts import (
     without_prompt_echo,
     writer_stop,
 )
-from core.research.pipeline import apply
+from core.research.pipeline import apply, stage_on
 from core.research.prompts import answer_budget, fit_messages
 from core.research.schemas import Boundary, Report, ResearchLimits
 from core.research.tools import Fetched, Scope, Tools
-from core.research.writer import ANSWER_MARK, key_sentences, with_tables
+from core.research.writer import ANSWER_MARK, key_sentences, row_answer, with_tables
 from core.tasks import RecordingFailed, TaskLease, TaskLog
 from models.llm import LLM, ChatMessage
 
@@ -84,7 +86,9 @@ ASK_MAX_LINES = 4  # ... on their own lines; a fifth is cut (a small model pasti
 #: What the next turns read as the answer of a turn whose answer was not asserted: the model
 #: must not build on an answer the checks rejected.
 NO_ANSWER_REPLY = "The passages given did not establish an answer to that question."
-_LEAD = re.compile(r"^\W*(?:final\s+|short\s+)?answer\s*\W*:\W*\s*", re.IGNORECASE)
+# what opens the model's answer line: "**Answer:**", "Final answer: - ", not the answer's own
+# "$" or minus sign
+_LEAD = re.compile(r"^\W*(?:final\s+|short\s+)?answer\s*\W*:[\s*_]*(?:-\s+)?", re.IGNORECASE)
 # the prompt's "Line 1:" copied, or the line numbered as a list ("1. 1921 [E2]"); not a number
 # that is the answer ("1.5 million [E2]")
 _LINE_MARK = re.compile(r"^(?:line\s*1\s*:|1[.)](?=\s+\S))\s*", re.IGNORECASE)
@@ -260,15 +264,20 @@ def answer_turn(
     messages = _messages(ctx.model(ROLE), conv, question, block)
     ctx.emit("stage", stage="answering", text=f"{len(shown)} passages")
     with ctx.log.span(ctx.task, ctx.run, "stage", "answer"):
-        budget = answer_budget(ctx.model(ROLE), ASK_MAX_TOKENS)
-        text, _ = ctx.model_text(
-            ROLE,
-            "answer",
-            messages,
-            max_tokens=budget,
-            stream_to=on_token,
-            stop_at=_answer_stop(ctx),
-        )
+        # one line item in one year (or its change) is read off its row, as in a research run
+        text = row_answer(ctx, question, shown, labels) if stage_on(ctx, "row_lookup") else ""
+        if text and on_token is not None:
+            on_token(text)
+        if not text:
+            budget = answer_budget(ctx.model(ROLE), ASK_MAX_TOKENS)
+            text, _ = ctx.model_text(
+                ROLE,
+                "answer",
+                messages,
+                max_tokens=budget,
+                stream_to=on_token,
+                stop_at=_answer_stop(ctx),
+            )
     draft = answer_draft(bracket_labels(text, labels))  # labels bracketed, then joined
     quoted = {k: got.text for k, v in labels.items() if (got := ctx.fetched.get(v)) is not None}
     draft = apply(ctx, "prompt_echo", draft, lambda d: without_prompt_echo(d, question))
@@ -376,4 +385,5 @@ def answer_draft(text: str) -> str:
         return f"{first}\n{rest}".strip()
     if not first.endswith((".", "!", "?")):
         first += "."  # the answer line is one sentence: "1921 [E2]."
-    return f"{ANSWER_MARK} {first}\n{rest}".strip()
+    gap = "\n\n" if rest.startswith(CHAIN_HEAD) else "\n"  # the chain under a program's answer
+    return f"{ANSWER_MARK} {first}{gap}{rest}".strip()

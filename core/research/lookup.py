@@ -30,12 +30,14 @@ from pathlib import Path
 from core.research.tables import header, row_figures
 from core.text import STOP_WORDS, YEAR
 
-#: A question asking for something worked out from figures, about a part of the company, or
-#: for a choice or a reason, is not answered off one consolidated row ...
+#: A question asking for something worked out from figures, about a part of the company or
+#: of the year (a quarter's column and the year to date's may both carry the year), or for a
+#: choice or a reason, is not answered off one consolidated row ...
 _NOT_ONE_ROW = re.compile(
     r"\b(?:ratio|margin|proportion|share of|average|difference|compare[sd]?|versus|vs|more"
     r"|less|higher|lower|turnover|conversion|days|rate|yield|cagr|times|segment|region"
-    r"|division|geographic|product|category|per employee|which|why)\b",
+    r"|division|geographic|product|category|per employee|q[1-4]|h[12]|quarter(?:ly)?|half"
+    r"|months|which|why)\b",
     re.IGNORECASE,
 )
 #: ... but for its change between two years, as a percentage (:data:`_PERCENT`).
