@@ -14,12 +14,14 @@ from test_research_answer import generations, short
 from core.research.chain import CHAIN_HEAD
 from core.research.lookup import (
     Read,
+    asked_metric,
     asked_years,
     changed,
     one_reading,
     readings,
     scale_of,
     stated,
+    worked_metric,
 )
 from core.research.schemas import ResearchLimits
 from core.research.tables import labelled_rows
@@ -177,6 +179,32 @@ def test_a_change_between_two_years_is_worked_out_off_one_row() -> None:
     assert changed(loss, asked) is None  # a change from a loss is no percentage
 
 
+def test_a_ratio_asked_for_one_year_is_worked_out_from_its_rows() -> None:
+    found = asked_metric("What is Tarsk Mills' FY2019 operating margin? Round to two decimals.")
+    assert found is not None and found[0].of == ("operating income", "revenue")
+    assert found[1] == "2019"
+    margin = found[0]
+    income = Read("Operating income (2019: 4,106)", "ev1:a", ("4106",), "million")
+    sales = Read("Total net sales (2019: 177,866)", "ev1:b", ("177866",), "million")
+    assert worked_metric(margin, [income, sales], "two decimal places") == (
+        "2.31%",
+        "4,106 / 177,866 * 100 = 2.31%",
+    )
+    # rows of tables in different units, or a loss: left to the model
+    thousands = Read("Total net sales (2019: 177,866)", "ev1:b", ("177866",), "thousand")
+    assert worked_metric(margin, [income, thousands], "") is None
+    loss = Read("Operating income (2019: (4,106))", "ev1:a", ("(4106)",), "million")
+    assert worked_metric(margin, [loss, sales], "") is None
+    for question in (
+        "Did Tarsk Mills' operating margin improve in FY2019?",  # yes or no
+        "Is Tarsk Mills' FY2019 operating margin above its peers'?",
+        "What is Tarsk Mills' average operating margin in FY2019?",
+        "What is Tarsk Mills' operating margin in FY2018 and FY2019?",
+        "What was Tarsk Mills' FY2019 Harbor fees ratio?",  # no ratio the data knows
+    ):
+        assert asked_metric(question) is None, question
+
+
 LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, read_top=0)
 
 
@@ -187,7 +215,8 @@ def _statement(tmp_path: Path, embedder: Any) -> Sourcebook:
     (tmp_path / "tarsk.md").write_text(
         "# Tarsk Mills Annual Report\n\nConsolidated balance sheets (in thousands).\n\n"
         f"| Liabilities | 2019 | 2018 |\n|---|---|---|\n{rows}\n"
-        "| Total current liabilities | 1,250,400 | 1,100,200 |\n",
+        "| Total current liabilities | 1,250,400 | 1,100,200 |\n"
+        "| Total current assets | 2,500,800 | 2,420,400 |\n",
         encoding="utf-8",
     )
     app = Sourcebook(tmp_path / "home", embedder=embedder)
@@ -237,6 +266,16 @@ def test_a_run_answers_a_line_item_off_its_row_without_the_model(
         assert report.markdown.startswith(
             "**Answer:** 13.7%, worked out as (1,250,400 - 1,100,200) / 1,100,200 * 100 = 13.7%"
             " [1]."
+        )
+        assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+
+        # a ratio of two rows, worked out
+        writer = ScriptedLLM(["Tarsk Mills reported current liabilities of $1,250,400 [E1]."])
+        report = run(
+            "looked-up-ratio", writer, question="What is Tarsk Mills' FY2019 current ratio?"
+        )
+        assert report.markdown.startswith(
+            "**Answer:** 2.00, worked out as 2,500,800 / 1,250,400 = 2.00 [1]."
         )
         assert report.status == "answered", (report.status_reasons, report.flagged_claims)
 

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.research.arithmetic import evaluate
 from core.research.tables import header, row_figures
 from core.text import STOP_WORDS, YEAR
 
@@ -42,7 +43,13 @@ _NOT_ONE_ROW = re.compile(
 )
 #: ... but for its change between two years, as a percentage (:data:`_PERCENT`).
 _CHANGE = re.compile(
-    r"\b(?:change[sd]?|growth|grow|grew|increase[sd]?|decrease[sd]?|decline[sd]?|drop)\b",
+    r"\b(?:change[sd]?|growth|grow|grew|increase[sd]?|decrease[sd]?|decline[sd]?|drop"
+    r"|improv\w*|deteriorat\w*)\b",
+    re.IGNORECASE,
+)
+#: A question for yes or no ("Did ...?", "Is ... improving?") is not answered with a figure.
+_YES_NO = re.compile(
+    r"(?:^|[.?!]\s+)(?:do|does|did|is|are|was|were|has|have|had|can|could|will|would|should)\b",
     re.IGNORECASE,
 )
 _PERCENT = re.compile(r"%|\bpercent(?:s|age)?\b", re.IGNORECASE)
@@ -77,6 +84,8 @@ _BESIDE = STOP_WORDS | {"total", "amount", "figure", "value", "reported", "fisca
 #: The names one line item goes by ("capital expenditures", "purchases of property and
 #: equipment"): data, as the metrics' line items are (:mod:`core.research.line_items`).
 ROW_NAMES = Path(__file__).resolve().parents[2] / "resources" / "glossary" / "row_names.json"
+#: The ratios a question may ask for in one year and how each is worked out from rows.
+METRICS = ROW_NAMES.with_name("metrics.json")
 _POWER = {"thousand": 3, "million": 6, "billion": 9}
 _DECIMALS = re.compile(r"\b(zero|one|two|three|four|[0-4])\s+decimal", re.IGNORECASE)
 _DIGITS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4} | {str(n): n for n in range(5)}
@@ -92,11 +101,11 @@ class Read:
 
 def asked_years(question: str) -> tuple[str, ...] | None:
     """The years whose figures of one row answer ``question``, or None when it asks for
-    anything else (:data:`_NOT_ONE_ROW`): its one year when it asks for an amount
+    anything else (:data:`_NOT_ONE_ROW`, :data:`_YES_NO`): its one year when it asks for an amount
     (:data:`_AMOUNT`) and no change; the two, earlier first, when it asks for the change
     between them as a percentage."""
     years = sorted(set(_YEAR.findall(question)))
-    if _NOT_ONE_ROW.search(question):
+    if _NOT_ONE_ROW.search(question) or _YES_NO.search(question.strip()):
         return None
     change, percent = bool(_CHANGE.search(question)), bool(_PERCENT.search(question))
     if len(years) == 1 and not change and not percent and _AMOUNT.search(question):
@@ -326,3 +335,59 @@ def changed(read: Read, question: str) -> tuple[str, str] | None:
     digits = _DIGITS.get(asked.group(1).casefold(), 1) if asked else 1
     result = f"{(new - old) / old * 100:,.{digits}f}%"
     return result, f"({new_text} - {old_text}) / {old_text} * 100 = {result}"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # as the data names it: "operating margin"
+    of: tuple[str, ...]  # the line items it is worked out from, by one of their names
+    formula: str  # "{0} / {1} * 100"
+    percent: bool
+
+
+@functools.cache
+def _metrics() -> list[tuple[tuple[str, ...], Metric]]:
+    """Each name of each ratio (:data:`METRICS`), folded, the longest names first."""
+    data = json.loads(METRICS.read_text(encoding="utf-8"))
+    out: list[tuple[tuple[str, ...], Metric]] = []
+    for m in data["metrics"]:
+        metric = Metric(m["names"][0], tuple(m["of"]), m["formula"], m["percent"])
+        out.extend((_words(name), metric) for name in m["names"])
+    return sorted(out, key=lambda pair: -len(pair[0]))
+
+
+def asked_metric(question: str) -> tuple[Metric, str] | None:
+    """The ratio ``question`` asks for (:data:`METRICS`) and its one year, when it asks for
+    nothing else (:data:`_NOT_ONE_ROW` but for the ratio's own words; no change, no
+    average, no yes or no), else None."""
+    years: set[str] = set(_YEAR.findall(question))
+    if len(years) != 1 or _CHANGE.search(question) or _YES_NO.search(question.strip()):
+        return None
+    asked = _asked(question)
+    for name, metric in _metrics():
+        if not _names(name, asked):
+            continue
+        others = {_word(m.group(0)) for m in _NOT_ONE_ROW.finditer(question)} - set(name)
+        return None if others else (metric, years.pop())
+    return None
+
+
+def worked_metric(metric: Metric, reads: list[Read], question: str) -> tuple[str, str] | None:
+    """``metric`` worked out from ``reads`` (a row for each line item it is worked out from,
+    in order), to the decimals ``question`` asks for (else one for a percentage, two for a
+    ratio), and its calculation: ("2.3%", "4,106 / 177,866 * 100 = 2.3%"); None when the rows
+    are of tables in different units, or a figure is not above 0 (a loss, a negative
+    expense: no common reading of the ratio)."""
+    if len({r.scale for r in reads}) != 1:
+        return None
+    values = [_value(r.figures[0]) for r in reads]
+    if any(v <= 0 for v, _, _ in values):
+        return None
+    expr = metric.formula.format(*(written for _, written, _ in values))
+    value = evaluate(expr)
+    if value is None:
+        return None
+    asked = _DECIMALS.search(question)
+    digits = _DIGITS.get(asked.group(1).casefold(), 1) if asked else (1 if metric.percent else 2)
+    result = f"{value:,.{digits}f}" + ("%" if metric.percent else "")
+    return result, f"{expr} = {result}"

@@ -120,13 +120,15 @@ def row_answer(
     ctx: RunContext, question: str, evidence: list[Evidence], labels: dict[str, str]
 ) -> str:
     """Stage ``row_lookup``: the short answer to a question asking for one line item in one
-    year, or for its change between two as a percentage, read by the program off the statement
-    row naming it (:mod:`core.research.lookup`), its chain that row; "" when the question asks
-    for anything else or the rows read do not give one reading (the model answers then)."""
+    year, its change between two as a percentage, or a ratio of line items in one year, read
+    and worked out by the program off the statement rows naming them
+    (:mod:`core.research.lookup`), its chain those rows; "" when the question asks for
+    anything else or the rows read do not give one reading (the model answers then)."""
     years = lookup.asked_years(question)
-    if years is None:
+    metric = lookup.asked_metric(question) if years is None else None
+    if years is None and metric is None:
         return ""
-    reads: list[tuple[tuple[int, int], lookup.Read]] = []
+    tables: list[tuple[str, str, list[str], str]] = []  # (id, rows labelled, before, heading)
     for ev in evidence:
         if "|" not in ev.text:
             continue
@@ -135,21 +137,42 @@ def row_answer(
         except GraphError:
             before = []
         text = labelled_rows(ev.text, runs_on(before, ev.text))
-        heading = " / ".join(ev.heading_path)
-        reads.extend(lookup.readings(question, years, ev.evidence_id, text, before, heading))
-    read = lookup.one_reading(reads)
+        tables.append((ev.evidence_id, text, before, " / ".join(ev.heading_path)))
+
+    def read(asked: str, periods: tuple[str, ...]) -> lookup.Read | None:
+        return lookup.one_reading(
+            [
+                r
+                for ev_id, text, before, heading in tables
+                for r in lookup.readings(asked, periods, ev_id, text, before, heading)
+            ]
+        )
+
+    if metric is not None:
+        ratio, year = metric
+        reads = [read(item, (year,)) for item in ratio.of]
+        found = [r for r in reads if r is not None]
+        worked = lookup.worked_metric(ratio, found, question) if len(found) == len(reads) else None
+    else:
+        assert years is not None
+        one = read(question, years)
+        found = [one] if one is not None else []
+        worked = None
+        if one is not None:
+            worked = (
+                lookup.stated(one, question) if len(years) == 1 else lookup.changed(one, question)
+            )
     by_id = {v: k for k, v in labels.items()}
-    found = {"row": read.row, "scale": read.scale} if read else {"row": "", "scale": None}
-    record(ctx, "row_lookup", {"years": list(years), "rows": len(reads), **found})
-    if read is None or read.evidence_id not in by_id:
-        return ""
-    worked = lookup.stated(read, question) if len(years) == 1 else lookup.changed(read, question)
-    if worked is None:
+    record(
+        ctx, "row_lookup", {"rows": [r.row for r in found], "answer": worked[0] if worked else ""}
+    )
+    if worked is None or any(r.evidence_id not in by_id for r in found):
         return ""
     answer, calculation = worked
-    label = by_id[read.evidence_id]
+    cites = "".join(dict.fromkeys(f"[{by_id[r.evidence_id]}]" for r in found))
     shown = f"{WORKED_AS}{calculation}" if calculation else ""
-    return f"{ANSWER_MARK} {answer}{shown} [{label}].\n\n{chain_block([(read.row, label)])}"
+    chain = chain_block([(r.row, by_id[r.evidence_id]) for r in found])
+    return f"{ANSWER_MARK} {answer}{shown} {cites}.\n\n{chain}"
 
 
 def labels_for(evidence: list[Evidence]) -> dict[str, str]:
