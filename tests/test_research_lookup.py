@@ -17,6 +17,7 @@ from core.research.lookup import (
     asked_metric,
     asked_years,
     changed,
+    of_company,
     one_reading,
     readings,
     scale_of,
@@ -203,6 +204,15 @@ def test_a_ratio_asked_for_one_year_is_worked_out_from_its_rows() -> None:
         "What was Tarsk Mills' FY2019 Harbor fees ratio?",  # no ratio the data knows
     ):
         assert asked_metric(question) is None, question
+
+
+def test_a_row_is_read_only_from_a_filing_of_the_company_asked_about() -> None:
+    asked = "What is Tarsk Mills' FY2019 current ratio? Round to two decimal places."
+    assert of_company(asked, "TARSK MILLS INC. — Form 10-K, fiscal year ended 2019")
+    assert not of_company(asked, "Kelmor Corp — Form 10-K, fiscal year ended 2019")
+    # a question naming no company (its capitalised words open sentences, or are periods,
+    # currencies or single letters) holds no row back
+    assert of_company("What is the FY2019 P&L total (in USD millions)?", "Kelmor Corp 10-K")
 
 
 LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, read_top=0)

@@ -391,3 +391,27 @@ def worked_metric(metric: Metric, reads: list[Read], question: str) -> tuple[str
     digits = _DIGITS.get(asked.group(1).casefold(), 1) if asked else (1 if metric.percent else 2)
     result = f"{value:,.{digits}f}" + ("%" if metric.percent else "")
     return result, f"{expr} = {result}"
+
+
+_SENTENCE_OPEN = re.compile(r"(?:^|[.?!:;]\s+)$")
+_CURRENCY_CODE = re.compile(r"(?:USD|US|EUR|GBP|JPY|CNY)$")
+
+
+def of_company(question: str, title: str) -> bool:
+    """Whether a document titled ``title`` may be the one ``question`` asks about: the title
+    holds one of the question's names (a capitalised word not opening a sentence, not a
+    function word, period or currency), or the question names none. A statement row of
+    another company's filing holds another company's figure."""
+    names = []
+    for m in _WORD.finditer(question):
+        word = re.sub(r"['’]s?$", "", m.group(0))
+        if (
+            len(word) > 1
+            and word[:1].isupper()
+            and not _SENTENCE_OPEN.search(question[: m.start()])
+            and word.casefold() not in STOP_WORDS
+            and not any(c.isdigit() for c in word)
+            and not _CURRENCY_CODE.match(word)
+        ):
+            names.append(word.casefold())
+    return not names or any(n in title.casefold() for n in names)
