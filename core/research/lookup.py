@@ -393,15 +393,25 @@ def worked_metric(metric: Metric, reads: list[Read], question: str) -> tuple[str
     return result, f"{expr} = {result}"
 
 
+@functools.cache
+def _item_words() -> frozenset[str]:
+    """The words of the line items' and ratios' names ("EBITDA", "Revenue"), folded: capitalised
+    in a question, they name what is asked for, not whose."""
+    names = [n for group in _groups().values() for n in group]
+    return frozenset(w for n in [*names, *(name for name, _ in _metrics())] for w in n)
+
+
 _SENTENCE_OPEN = re.compile(r"(?:^|[.?!:;]\s+)$")
 _CURRENCY_CODE = re.compile(r"(?:USD|US|EUR|GBP|JPY|CNY)$")
 
 
 def of_company(question: str, title: str) -> bool:
     """Whether a document titled ``title`` may be the one ``question`` asks about: the title
-    holds one of the question's names (a capitalised word not opening a sentence, not a
-    function word, period or currency), or the question names none. A statement row of
-    another company's filing holds another company's figure."""
+    holds every one of the question's names (capitalised words not opening a sentence, not
+    function words, periods, currencies or words of a line item's name). A statement row of
+    another company's filing holds another company's figure, and a consolidated row is not
+    what a question naming a part of the company ("Kelmor's Northport FY2019 net sales") asks
+    for."""
     names = []
     for m in _WORD.finditer(question):
         word = re.sub(r"['’]s?$", "", m.group(0))
@@ -412,6 +422,7 @@ def of_company(question: str, title: str) -> bool:
             and word.casefold() not in STOP_WORDS
             and not any(c.isdigit() for c in word)
             and not _CURRENCY_CODE.match(word)
+            and _word(word) not in _item_words()
         ):
             names.append(word.casefold())
-    return not names or any(n in title.casefold() for n in names)
+    return all(n in title.casefold() for n in names)
