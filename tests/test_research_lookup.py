@@ -17,7 +17,7 @@ from core.research.lookup import (
     asked_metric,
     asked_years,
     changed,
-    of_company,
+    filing_asked,
     one_reading,
     readings,
     scale_of,
@@ -206,16 +206,18 @@ def test_a_ratio_asked_for_one_year_is_worked_out_from_its_rows() -> None:
         assert asked_metric(question) is None, question
 
 
-def test_a_row_is_read_only_from_a_filing_of_the_company_asked_about() -> None:
+def test_a_row_is_read_only_from_a_yearly_filing_of_the_company_asked_about() -> None:
     asked = "What is Tarsk Mills' FY2019 current ratio? Round to two decimal places."
-    assert of_company(asked, "TARSK MILLS INC. — Form 10-K, fiscal year ended 2019")
-    assert not of_company(asked, "Kelmor Corp — Form 10-K, fiscal year ended 2019")
+    assert filing_asked(asked, "TARSK MILLS INC. — Form 10-K, fiscal year ended 2019")
+    assert not filing_asked(asked, "Kelmor Corp — Form 10-K, fiscal year ended 2019")
     part = "What is Tarsk Mills' Northport FY2019 net sales (in USD millions)?"
-    assert not of_company(part, "TARSK MILLS INC. — Form 10-K")  # a part of the company
+    assert not filing_asked(part, "TARSK MILLS INC. — Form 10-K")  # a part of the company
     # a question naming no company (its capitalised words open sentences, or are periods,
     # currencies or single letters) holds no row back
-    assert of_company("What is the FY2019 P&L total (in USD millions)?", "Kelmor Corp 10-K")
-    assert of_company("What is Kelmor's FY2019 EBITDA Margin?", "Kelmor Corp 10-K")
+    assert filing_asked("What is the FY2019 P&L total (in USD millions)?", "Kelmor Corp 10-K")
+    assert filing_asked("What is Kelmor's FY2019 EBITDA Margin?", "Kelmor Corp 10-K")
+    # a quarterly report's columns are no fiscal year's
+    assert not filing_asked(asked, "TARSK MILLS INC. — Form 10-Q, quarterly period ended June 30")
 
 
 LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, read_top=0)

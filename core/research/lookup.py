@@ -402,16 +402,20 @@ def _item_words() -> frozenset[str]:
 
 
 _SENTENCE_OPEN = re.compile(r"(?:^|[.?!:;]\s+)$")
+_QUARTERLY = re.compile(r"\b10-Q\b|\bquarterly\b", re.IGNORECASE)
 _CURRENCY_CODE = re.compile(r"(?:USD|US|EUR|GBP|JPY|CNY)$")
 
 
-def of_company(question: str, title: str) -> bool:
-    """Whether a document titled ``title`` may be the one ``question`` asks about: the title
-    holds every one of the question's names (capitalised words not opening a sentence, not
-    function words, periods, currencies or words of a line item's name). A statement row of
-    another company's filing holds another company's figure, and a consolidated row is not
-    what a question naming a part of the company ("Kelmor's Northport FY2019 net sales") asks
-    for."""
+def filing_asked(question: str, title: str) -> bool:
+    """Whether a filing titled ``title`` may hold the row ``question`` asks for: not a
+    quarterly report (its columns are a quarter's or the year to date's, never a fiscal
+    year's), and its title holds every one of the question's names (capitalised words not
+    opening a sentence, not function words, periods, currencies or words of a line item's
+    name). A statement row of another company's filing holds another company's figure, and a
+    consolidated row is not what a question naming a part of the company ("Kelmor's Northport
+    FY2019 net sales") asks for."""
+    if _QUARTERLY.search(title):
+        return False
     names = []
     for m in _WORD.finditer(question):
         word = re.sub(r"['’]s?$", "", m.group(0))

@@ -130,7 +130,7 @@ def row_answer(
         return ""
     tables: list[tuple[str, str, list[str], str]] = []  # (id, rows labelled, before, heading)
     for ev in evidence:
-        if "|" not in ev.text or not lookup.of_company(question, ev.title):
+        if "|" not in ev.text or not lookup.filing_asked(question, ev.title):
             continue
         try:
             before = list(_passages_before(ctx, ev.passage_id))
