@@ -15,6 +15,7 @@ from core.research.chain import CHAIN_HEAD
 from core.research.lookup import (
     Read,
     asked_metric,
+    asked_trend,
     asked_years,
     changed,
     filing_asked,
@@ -22,6 +23,7 @@ from core.research.lookup import (
     readings,
     scale_of,
     stated,
+    trend_answer,
     worked_metric,
 )
 from core.research.schemas import ResearchLimits
@@ -220,6 +222,31 @@ def test_a_row_is_read_only_from_a_yearly_filing_of_the_company_asked_about() ->
     assert not filing_asked(asked, "TARSK MILLS INC. — Form 10-Q, quarterly period ended June 30")
 
 
+def test_whether_a_ratio_or_a_line_item_rose_is_answered_off_both_years_rows() -> None:
+    trend = asked_trend("Did Tarsk Mills have an improving operating margin in FY2019?")
+    assert trend is not None and trend.up and trend.years == ("2018", "2019")
+    assert trend.metric is not None and trend.metric.name == "operating margin"
+    income = Read("Operating income (2019: 450; 2018: 480)", "ev1:a", ("480", "450"), None)
+    sales = Read("Total net sales (2019: 5,000; 2018: 4,800)", "ev1:a", ("4800", "5000"), None)
+    assert trend_answer(trend, [income, sales], "") == (
+        "No",
+        "450 / 5,000 * 100 = 9.0% in 2019 against 480 / 4,800 * 100 = 10.0% in 2018",
+    )
+    fell = asked_trend("Has Tarsk Mills' net income declined between 2017 and 2019, compared?")
+    assert fell is not None and not fell.up and fell.metric is None
+    assert fell.years == ("2017", "2019")
+    net = Read("Net income (2019: 410; 2017: 380)", "ev1:a", ("380", "410"), None)
+    assert trend_answer(fell, [net], "") == ("No", "410 in 2019 against 380 in 2017")
+    for question in (
+        "What was Tarsk Mills' operating margin in FY2019?",  # not yes or no
+        "Did Tarsk Mills' operating margin rise or fall in FY2019?",  # both ways
+        "Did Tarsk Mills' effective tax rate improve in FY2019?",  # lower is not plainly better
+        "Did Tarsk Mills' segment margin improve in FY2019?",
+        "Did Tarsk Mills' operating margin improve in FY2019, and why?",
+    ):
+        assert asked_trend(question) is None, question
+
+
 LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, read_top=0)
 
 
@@ -292,6 +319,13 @@ def test_a_run_answers_a_line_item_off_its_row_without_the_model(
         assert report.markdown.startswith(
             "**Answer:** 2.00, worked out as 2,500,800 / 1,250,400 = 2.00 [1]."
         )
+        assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+
+        # whether it rose, off the row's two years
+        writer = ScriptedLLM(["Tarsk Mills reported current liabilities of $1,250,400 [E1]."])
+        rose = "Did Tarsk Mills' total current liabilities increase in FY2019?"
+        report = run("looked-up-trend", writer, question=rose)
+        assert report.markdown.startswith("**Answer:** Yes: 1,250,400 in 2019 against 1,100,200")
         assert report.status == "answered", (report.status_reasons, report.flagged_claims)
 
         # switched off, the model answers as before

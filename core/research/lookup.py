@@ -29,7 +29,7 @@ from pathlib import Path
 
 from core.research.arithmetic import evaluate
 from core.research.tables import header, row_figures
-from core.text import STOP_WORDS, YEAR
+from core.text import STOP_WORDS, YEAR, plain_number
 
 #: A question asking for something worked out from figures, about a part of the company or
 #: of the year (a quarter's column and the year to date's may both carry the year), or for a
@@ -140,20 +140,27 @@ def _groups() -> dict[tuple[str, ...], frozenset[tuple[str, ...]]]:
 def _asked(question: str) -> list[list[tuple[str, bool]]]:
     """The question's words between the statements it names, each folded (:func:`_word`) with
     whether it may stand beside a line item's name without making it another line item's: a
-    function word, "total" or "amount", a name (capitalised), a period ("FY2019")."""
+    function word, "total" or "amount", a name (capitalised), a period ("FY2019"), a word of
+    its rise or fall ("improving operating margin", "net income increased")."""
     parts = []
     for part in _STATEMENT.split(question):
         words = [w for w in _WORD.findall(part) if not w.isdigit()]
-        parts.append(
-            [
-                (_word(w), _word(w) in _BESIDE or w[0].isupper() or any(c.isdigit() for c in w))
-                for w in words
-            ]
-        )
+        parts.append([(_word(w), _beside(w)) for w in words])
     return parts
 
 
-def _names(name: tuple[str, ...], asked: list[list[tuple[str, bool]]]) -> bool:
+def _beside(word: str) -> bool:
+    return (
+        _word(word) in _BESIDE
+        or word[0].isupper()
+        or any(c.isdigit() for c in word)
+        or bool(_UP.fullmatch(word) or _DOWN.fullmatch(word) or _COMPARED.fullmatch(word))
+    )
+
+
+def _names(
+    name: tuple[str, ...], asked: list[list[tuple[str, bool]]], free_after: bool = False
+) -> bool:
     """Whether the question names ``name`` as a line item of its own: its words together,
     with nothing beside them but words that leave it one (``net income`` is not named in
     "net income attributable to minority interests")."""
@@ -164,7 +171,7 @@ def _names(name: tuple[str, ...], asked: list[list[tuple[str, bool]]]) -> bool:
             if tuple(words[i : i + n]) != name:
                 continue
             before = i == 0 or part[i - 1][1]
-            after = i + n == len(part) or part[i + n][1]
+            after = free_after or i + n == len(part) or part[i + n][1]
             if before and after:
                 return True
     return False
@@ -343,6 +350,7 @@ class Metric:
     of: tuple[str, ...]  # the line items it is worked out from, by one of their names
     formula: str  # "{0} / {1} * 100"
     percent: bool
+    higher_better: bool  # whether a rise is an improvement
 
 
 @functools.cache
@@ -351,7 +359,9 @@ def _metrics() -> list[tuple[tuple[str, ...], Metric]]:
     data = json.loads(METRICS.read_text(encoding="utf-8"))
     out: list[tuple[tuple[str, ...], Metric]] = []
     for m in data["metrics"]:
-        metric = Metric(m["names"][0], tuple(m["of"]), m["formula"], m["percent"])
+        metric = Metric(
+            m["names"][0], tuple(m["of"]), m["formula"], m["percent"], m["higher_better"]
+        )
         out.extend((_words(name), metric) for name in m["names"])
     return sorted(out, key=lambda pair: -len(pair[0]))
 
@@ -372,15 +382,17 @@ def asked_metric(question: str) -> tuple[Metric, str] | None:
     return None
 
 
-def worked_metric(metric: Metric, reads: list[Read], question: str) -> tuple[str, str] | None:
+def worked_metric(
+    metric: Metric, reads: list[Read], question: str, at: int = 0
+) -> tuple[str, str] | None:
     """``metric`` worked out from ``reads`` (a row for each line item it is worked out from,
-    in order), to the decimals ``question`` asks for (else one for a percentage, two for a
-    ratio), and its calculation: ("2.3%", "4,106 / 177,866 * 100 = 2.3%"); None when the rows
-    are of tables in different units, or a figure is not above 0 (a loss, a negative
-    expense: no common reading of the ratio)."""
+    in order; the figures of their ``at``-th year asked), to the decimals ``question`` asks
+    for (else one for a percentage, two for a ratio), and its calculation: ("2.3%", "4,106 /
+    177,866 * 100 = 2.3%"); None when the rows are of tables in different units, or a figure
+    is not above 0 (a loss, a negative expense: no common reading of the ratio)."""
     if len({r.scale for r in reads}) != 1:
         return None
-    values = [_value(r.figures[0]) for r in reads]
+    values = [_value(r.figures[at]) for r in reads]
     if any(v <= 0 for v, _, _ in values):
         return None
     expr = metric.formula.format(*(written for _, written, _ in values))
@@ -430,3 +442,75 @@ def filing_asked(question: str, title: str) -> bool:
         ):
             names.append(word.casefold())
     return all(n in title.casefold() for n in names)
+
+
+_UP = re.compile(
+    r"\b(?:improv\w*|increas\w*|grow\w*|grew|rise[sn]?|rising|rose|higher|expand\w*)\b",
+    re.IGNORECASE,
+)
+_DOWN = re.compile(
+    r"\b(?:declin\w*|decreas\w*|drop\w*|fall\w*|fell|lower|shrink\w*|deteriorat\w*"
+    r"|worsen\w*)\b",
+    re.IGNORECASE,
+)
+#: Words that judge a change rather than measure it: a rise is an improvement only for a
+#: ratio that is better higher.
+_JUDGING = re.compile(r"\b(?:improv\w*|deteriorat\w*|worsen\w*)\b", re.IGNORECASE)
+_COMPARED = re.compile(r"compar\w*|versus|vs", re.IGNORECASE)
+#: Words of a trend question that are not a question about something else.
+_DIRECTION = {"higher", "lower", "more", "less", "compare", "compared", "versu", "v"}
+
+
+@dataclass(frozen=True)
+class Trend:
+    up: bool  # the question asks whether it rose (improved), else whether it fell
+    metric: Metric | None  # the ratio asked about; None: the line item the question names
+    years: tuple[str, str]  # the earlier, the later
+
+
+def asked_trend(question: str) -> Trend | None:
+    """A yes-or-no question whether a ratio (:data:`METRICS`) or one line item rose or fell
+    between two years ("Did Kelmor's operating margin improve in FY2019?": against the year
+    before), when it asks for nothing else (:data:`_NOT_ONE_ROW`, but for the ratio's own words
+    and the direction); "improve" only of a ratio that is better higher. Else None."""
+    q = question.strip()
+    up, down = bool(_UP.search(q)), bool(_DOWN.search(q))
+    if not _YES_NO.search(q) or up == down:
+        return None
+    years = sorted(set(_YEAR.findall(q)))
+    if len(years) == 1:
+        years = [str(int(years[0]) - 1), years[0]]
+    if len(years) != 2:
+        return None
+    asked = _asked(q)
+    named = next(((n, m) for n, m in _metrics() if _names(n, asked, free_after=True)), None)
+    own = set(named[0]) if named else set()
+    if {_word(m.group(0)) for m in _NOT_ONE_ROW.finditer(q)} - own - _DIRECTION:
+        return None
+    metric = named[1] if named else None
+    if _JUDGING.search(q) and (metric is None or not metric.higher_better):
+        return None
+    return Trend(up, metric, (years[0], years[1]))
+
+
+def trend_answer(trend: Trend, reads: list[Read], question: str) -> tuple[str, str] | None:
+    """Yes or no to ``trend`` off ``reads`` (the rows of its ratio's line items, or of its
+    line item, each with the figures of both years), and what it rests on: the ratio worked
+    out for each year ("6,098 / 17,606 * 100 = 34.6% in 2022 against 5,802 / 15,785 * 100 =
+    36.8% in 2021"), or the row's two figures; None when they cannot be worked out or are
+    equal as shown."""
+    later, earlier = trend.years[1], trend.years[0]
+    if trend.metric is not None:
+        new = worked_metric(trend.metric, reads, question, at=1)
+        old = worked_metric(trend.metric, reads, question, at=0)
+        if new is None or old is None:
+            return None
+        values = [float(plain_number(r.rstrip("%"))) for r, _ in (old, new)]
+        shown = f"{new[1]} in {later} against {old[1]} in {earlier}"
+    else:
+        (v_old, w_old, _), (v_new, w_new, _) = map(_value, reads[0].figures)
+        values = [v_old, v_new]
+        shown = f"{w_new} in {later} against {w_old} in {earlier}"
+    if values[0] == values[1]:
+        return None
+    return ("Yes" if (values[1] > values[0]) == trend.up else "No"), shown

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -120,13 +120,15 @@ def row_answer(
     ctx: RunContext, question: str, evidence: list[Evidence], labels: dict[str, str]
 ) -> str:
     """Stage ``row_lookup``: the short answer to a question asking for one line item in one
-    year, its change between two as a percentage, or a ratio of line items in one year, read
-    and worked out by the program off the statement rows naming them
-    (:mod:`core.research.lookup`), its chain those rows; "" when the question asks for
-    anything else or the rows read do not give one reading (the model answers then)."""
+    year, its change between two as a percentage, a ratio of line items in one year, or
+    whether a ratio or a line item rose or fell, read and worked out by the program off the
+    statement rows naming them (:mod:`core.research.lookup`), its chain those rows; "" when the
+    question asks for anything else or the rows read do not give one reading (the model
+    answers then)."""
     years = lookup.asked_years(question)
     metric = lookup.asked_metric(question) if years is None else None
-    if years is None and metric is None:
+    trend = lookup.asked_trend(question) if years is None and metric is None else None
+    if years is None and metric is None and trend is None:
         return ""
     tables: list[tuple[str, str, list[str], str]] = []  # (id, rows labelled, before, heading)
     for ev in evidence:
@@ -148,29 +150,35 @@ def row_answer(
             ]
         )
 
+    def read_all(items: Iterable[str], periods: tuple[str, ...]) -> list[lookup.Read] | None:
+        reads = [read(item, periods) for item in items]
+        return [r for r in reads if r is not None] if None not in reads else None
+
+    worked: tuple[str, str] | None = None
+    joiner = WORKED_AS
     if metric is not None:
-        ratio, year = metric
-        reads = [read(item, (year,)) for item in ratio.of]
-        found = [r for r in reads if r is not None]
-        worked = lookup.worked_metric(ratio, found, question) if len(found) == len(reads) else None
+        found = read_all(metric[0].of, (metric[1],))
+        worked = lookup.worked_metric(metric[0], found, question) if found else None
+    elif trend is not None:
+        items = trend.metric.of if trend.metric else (question,)
+        found = read_all(items, trend.years)
+        worked = lookup.trend_answer(trend, found, question) if found else None
+        joiner = WORKED_AS if trend.metric else ": "
     else:
         assert years is not None
-        one = read(question, years)
-        found = [one] if one is not None else []
-        worked = None
-        if one is not None:
-            worked = (
-                lookup.stated(one, question) if len(years) == 1 else lookup.changed(one, question)
-            )
+        found = read_all((question,), years)
+        if found and len(years) == 1:
+            worked = lookup.stated(found[0], question)
+        elif found:
+            worked = lookup.changed(found[0], question)
+    rows = [r.row for r in found or []]
+    record(ctx, "row_lookup", {"rows": rows, "answer": worked[0] if worked else ""})
     by_id = {v: k for k, v in labels.items()}
-    record(
-        ctx, "row_lookup", {"rows": [r.row for r in found], "answer": worked[0] if worked else ""}
-    )
-    if worked is None or any(r.evidence_id not in by_id for r in found):
+    if not worked or not found or any(r.evidence_id not in by_id for r in found):
         return ""
     answer, calculation = worked
     cites = "".join(dict.fromkeys(f"[{by_id[r.evidence_id]}]" for r in found))
-    shown = f"{WORKED_AS}{calculation}" if calculation else ""
+    shown = f"{joiner}{calculation}" if calculation else ""
     chain = chain_block([(r.row, by_id[r.evidence_id]) for r in found])
     return f"{ANSWER_MARK} {answer}{shown} {cites}.\n\n{chain}"
 
