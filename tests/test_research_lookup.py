@@ -78,6 +78,12 @@ def test_the_row_naming_the_line_item_most_fully_gives_the_figure_and_its_unit()
         "What is Kelmor Corp's FY2019 net income attributable to minority owners (in millions)?"
     )
     assert readings(longer, ("2019",), "ev1:b", rows) == []
+    # a cell holding no amount ("—", a percentage) is no answer
+    dashes = labelled_rows(
+        "Income statements\n2019 | 2018\nNet income | — | 380\nNet sales | 5% | 4%"
+    )
+    for item in ("net income", "net sales"):
+        assert readings(f"What is Kelmor's 2019 {item} amount?", ("2019",), "ev1:b", dashes) == []
     # a row named only by the statement the question points to is not the line item
     sheet = labelled_rows("Consolidated balance sheets\n2019 | 2018\nBalance | 900 | 850")
     pointed = "How much were Kelmor's 2019 fees? Use the balance sheet."

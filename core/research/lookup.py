@@ -1,4 +1,5 @@
-"""One line item for one period, read off the statement row that names it, by the program.
+"""Line items, and what is worked out from them, read off the statement rows that name them,
+by the program.
 
 Asked for a company's total current liabilities at one year end "in USD millions", the 1.5B
 had the balance sheet's row before it and answered with the difference of two other rows. A
@@ -7,13 +8,15 @@ question names holds the figure under the period the question names. The answer 
 the unit the question asks for, the conversion shown as a calculation the claim check redoes
 ("1,250,400 / 1,000 = 1,250.4" off a table in thousands), and its chain is the row as
 :func:`~core.research.tables.labelled_rows` writes it, which the support check reads as
-stated.
+stated. So are the questions one or two such rows answer as surely: the line item's change
+between two years as a percentage (:func:`changed`), a ratio with one common definition in one
+year (:data:`METRICS`, :func:`worked_metric`), and whether either rose or fell
+(:func:`asked_trend`).
 
-The program answers only when the question asks for an amount (in a unit it names, or "how
-much") and nothing worked out (:data:`_NOT_ONE_ROW`: no change, ratio, margin or share), names
-one year and no part of the company (a segment's figure is not the consolidated row's), and
-every row naming the line item most fully holds the same figure for that year; otherwise the
-model answers, as before.
+The program answers only when the question asks for nothing else (:data:`_NOT_ONE_ROW`: no
+average, no segment, no quarter, no reason), and every row naming the line item most fully in
+the financial statements read (not a note's table, not a cash-flow statement's changes) holds
+the same figure for the years asked; otherwise the model answers, as before.
 
 No model and no I/O; pure functions of the question and the passages' texts.
 """
@@ -71,6 +74,9 @@ _STATEMENT_TITLE = re.compile(
     re.IGNORECASE,
 )
 _CHANGES = re.compile(r"\bchanges? in\b", re.IGNORECASE)
+#: A cell holding an amount, as row_figures spells it ("1250", "(1283)"): not "—" for none, nor
+#: a percentage.
+_AMOUNT_CELL = re.compile(r"\(?-?\d+(?:\.\d+)?\)?")
 _TOTAL = re.compile(r"(?:total|net cash|cash)\b", re.IGNORECASE)
 _YEAR = re.compile(rf"(?<!\d){YEAR}(?!\d)")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")  # "Kelmor's" one word
@@ -237,8 +243,8 @@ def rows_naming(
     question: str, years: tuple[str, ...], text: str
 ) -> list[tuple[tuple[int, int], str, tuple[str, ...], int]]:
     """The rows of ``text`` (as labelled_rows writes them) whose line item ``question`` names,
-    with one figure for each of ``years``: (how fully it names it, :func:`_named`; the row,
-    the figures, where the row starts in ``text``)."""
+    with one amount (:data:`_AMOUNT_CELL`) for each of ``years``: (how fully it names it,
+    :func:`_named`; the row, the figures, where the row starts in ``text``)."""
     asked = _asked(question)
     out = []
     pos = 0
@@ -248,7 +254,8 @@ def rows_naming(
             label, periods = read
             named = _named(label, asked)
             held = [{v for p, v in periods.items() if y in _YEAR.findall(p)} for y in years]
-            if named[0] and all(len(h) == 1 for h in held):
+            amounts = all(_AMOUNT_CELL.fullmatch(v) for h in held for v in h)
+            if named[0] and amounts and all(len(h) == 1 for h in held):
                 out.append((named, line.strip(), tuple(h.pop() for h in held), pos))
         pos += len(line)
     return out
