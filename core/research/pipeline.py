@@ -17,11 +17,11 @@ from core.research.context import RunContext
 
 #: name -> what the stage does, in run order.
 STAGES: dict[str, str] = {
-    "step_answers": "answer a chain of plan steps with its last step's answer, each step cited",
     "row_lookup": (
         "answer one line item asked for one year (or its change, a ratio of line items, whether "
         "either rose) off the statement rows naming them"
     ),
+    "step_answers": "answer a chain of plan steps with its last step's answer, each step cited",
     "short_answer": "open the report with a short answer worked hop by hop (one model call)",
     "body": "under a short answer, the writer's prose (one model call; off: answer and chain)",
     "notes_body": "under a short answer, notes a passage holds, not the writer's prose (off)",

@@ -268,14 +268,15 @@ def _run(
     ctx.emit("stage", stage="writing")
     with ctx.log.span(ctx.task, ctx.run, "stage", "writing"):
         answer = ""
-        if stage_on(ctx, "step_answers"):
-            answer = writer.stepped_answer(ctx, req.question, st.plan, st.notes, labels)
-        streamed = not answer
-        if not answer and stage_on(ctx, "row_lookup"):
+        if stage_on(ctx, "row_lookup"):  # the program's reading of a statement comes first
             answer = writer.row_answer(ctx, req.question, evidence, labels)
+        stepped = False
+        if not answer and stage_on(ctx, "step_answers"):
+            answer = writer.stepped_answer(ctx, req.question, st.plan, st.notes, labels)
+            stepped = bool(answer)
         if not answer and stage_on(ctx, "short_answer"):
             answer = writer.short_answer(ctx, req.question, st.plan, evidence, labels)
-        if streamed and answer and on_token is not None:
+        if answer and not stepped and on_token is not None:
             on_token(answer + "\n\n")
         bare = bool(answer) and not stage_on(ctx, "body")  # the answer and its chain only
         draft = ""
