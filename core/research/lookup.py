@@ -32,6 +32,7 @@ from pathlib import Path
 
 from core.research.arithmetic import evaluate
 from core.research.tables import header, row_figures
+from core.research.worked import asked_decimals
 from core.text import STOP_WORDS, YEAR, plain_number
 
 #: A question asking for something worked out from figures, about a part of the company or
@@ -44,12 +45,19 @@ _NOT_ONE_ROW = re.compile(
     r"|months|which|why)\b",
     re.IGNORECASE,
 )
-#: ... but for its change between two years, as a percentage (:data:`_PERCENT`).
-_CHANGE = re.compile(
-    r"\b(?:change[sd]?|growth|grow|grew|increase[sd]?|decrease[sd]?|decline[sd]?|drop"
-    r"|improv\w*|deteriorat\w*)\b",
+#: Words of a rise, and of a fall.
+_UP = re.compile(
+    r"\b(?:improv\w*|increas\w*|grow\w*|grew|rise[sn]?|rising|rose|higher|expand\w*)\b",
     re.IGNORECASE,
 )
+_DOWN = re.compile(
+    r"\b(?:declin\w*|decreas\w*|drop\w*|fall\w*|fell|lower|shrink\w*|deteriorat\w*"
+    r"|worsen\w*)\b",
+    re.IGNORECASE,
+)
+#: One row does answer a line item's change between two years asked as a percentage
+#: (:data:`_PERCENT`): a change, a rise or a fall.
+_CHANGE = re.compile(rf"\bchange[sd]?\b|{_UP.pattern}|{_DOWN.pattern}", re.IGNORECASE)
 #: A question for yes or no ("Did ...?", "Is ... improving?") is not answered with a figure.
 _YES_NO = re.compile(
     r"(?:^|[.?!]\s+)(?:do|does|did|is|are|was|were|has|have|had|can|could|will|would|should)\b",
@@ -93,8 +101,6 @@ ROW_NAMES = Path(__file__).resolve().parents[2] / "resources" / "glossary" / "ro
 #: The ratios a question may ask for in one year and how each is worked out from rows.
 METRICS = ROW_NAMES.with_name("metrics.json")
 _POWER = {"thousand": 3, "million": 6, "billion": 9}
-_DECIMALS = re.compile(r"\b(zero|one|two|three|four|[0-4])\s+decimal", re.IGNORECASE)
-_DIGITS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4} | {str(n): n for n in range(5)}
 
 
 @dataclass(frozen=True)
@@ -345,9 +351,8 @@ def changed(read: Read, question: str) -> tuple[str, str] | None:
     (old, old_text, _), (new, new_text, _) = map(_value, read.figures)
     if old <= 0:
         return None
-    asked = _DECIMALS.search(question)
-    digits = _DIGITS.get(asked.group(1).casefold(), 1) if asked else 1
-    result = f"{(new - old) / old * 100:,.{digits}f}%"
+    digits = asked_decimals(question)
+    result = f"{(new - old) / old * 100:,.{1 if digits is None else digits}f}%"
     return result, f"({new_text} - {old_text}) / {old_text} * 100 = {result}"
 
 
@@ -406,8 +411,9 @@ def worked_metric(
     value = evaluate(expr)
     if value is None:
         return None
-    asked = _DECIMALS.search(question)
-    digits = _DIGITS.get(asked.group(1).casefold(), 1) if asked else (1 if metric.percent else 2)
+    digits = asked_decimals(question)
+    if digits is None:
+        digits = 1 if metric.percent else 2
     result = f"{value:,.{digits}f}" + ("%" if metric.percent else "")
     return result, f"{expr} = {result}"
 
@@ -451,15 +457,6 @@ def filing_asked(question: str, title: str) -> bool:
     return all(n in title.casefold() for n in names)
 
 
-_UP = re.compile(
-    r"\b(?:improv\w*|increas\w*|grow\w*|grew|rise[sn]?|rising|rose|higher|expand\w*)\b",
-    re.IGNORECASE,
-)
-_DOWN = re.compile(
-    r"\b(?:declin\w*|decreas\w*|drop\w*|fall\w*|fell|lower|shrink\w*|deteriorat\w*"
-    r"|worsen\w*)\b",
-    re.IGNORECASE,
-)
 #: Words that judge a change rather than measure it: a rise is an improvement only for a
 #: ratio that is better higher.
 _JUDGING = re.compile(r"\b(?:improv\w*|deteriorat\w*|worsen\w*)\b", re.IGNORECASE)

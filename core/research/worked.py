@@ -45,11 +45,19 @@ def _figures(text: str) -> set[str]:
     return set(figures(text))
 
 
-def _decimals(question: str, answer_number: str | None, percent: bool, value: float) -> int:
+def asked_decimals(question: str) -> int | None:
+    """The decimals ``question`` asks for ("round to one decimal place": 1), or None."""
     asked = _DECIMALS.search(question)
-    if asked:
-        word = asked.group(1).lower()
-        return _WORDS[word] if word in _WORDS else int(word)
+    if asked is None:
+        return None
+    word = asked.group(1).lower()
+    return _WORDS[word] if word in _WORDS else int(word)
+
+
+def _decimals(question: str, answer_number: str | None, percent: bool, value: float) -> int:
+    asked = asked_decimals(question)
+    if asked is not None:
+        return asked
     if answer_number and "." in answer_number:
         return len(answer_number.split(".")[1])
     if percent:
