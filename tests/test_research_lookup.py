@@ -31,13 +31,13 @@ from core.research.tables import labelled_rows
 from core.service import Sourcebook
 from models.scripted import ScriptedLLM
 
-ASKED = "What is Tarsk Mills' year end FY2019 total current liabilities (in USD millions)?"
+ASKED = "What were Tarsk Mills' total harbor fees in FY2019 (in USD millions)?"
 STATEMENT = labelled_rows(
-    "TARSK MILLS\nCONSOLIDATED BALANCE SHEETS\n(in thousands, except per share data)\n"
+    "TARSK MILLS\nCONSOLIDATED STATEMENTS OF OPERATIONS\n(in thousands, except per share data)\n"
     "2019 | 2018\n"
-    "Other current liabilities | 84,100 | 80,900\n"
-    "Total current liabilities | $ 1,250,400 | $ 1,100,200\n"
-    "Total liabilities | 3,400,000 | 3,100,000\n"
+    "Other harbor fees | 84,100 | 80,900\n"
+    "Total harbor fees | $ 1,250,400 | $ 1,100,200\n"
+    "Total fees | 3,400,000 | 3,100,000\n"
     "Earnings per share | 2.15 | 1.90"
 )
 
@@ -49,14 +49,14 @@ def test_a_question_asking_one_amount_for_one_year_is_looked_up() -> None:
     change = "What is the change in Kelmor's Harbor fees from FY2019 to FY2018 in percent?"
     assert asked_years(change) == ("2018", "2019")
     for question in (
-        "What is Tarsk Mills' total current liabilities (in USD millions)?",  # no year
+        "What were Tarsk Mills' total harbor fees (in USD millions)?",  # no year
         "What were Tarsk Mills' Harbor fees in 2018 and 2019 (in USD millions)?",  # two
         "What is the change in Tarsk Mills' Harbor fees in FY2019 (in USD millions)?",
         "What is the change in Kelmor's Harbor fees from 2018 to 2019 (in USD millions)?",
         "What is Tarsk Mills' FY2019 operating margin (in USD millions)?",
         "What is the Dravin River segment's FY2019 revenue (in USD millions)?",
         "Which of Tarsk Mills' liabilities was largest in FY2019 (in USD millions)?",
-        "What drove Tarsk Mills' total current liabilities in FY2019?",  # no amount asked
+        "What drove Tarsk Mills' total harbor fees in FY2019?",  # no amount asked
         "What were Tarsk Mills' Q2 FY2019 Harbor fees (in USD millions)?",  # a quarter's
     ):
         assert asked_years(question) is None, question
@@ -64,9 +64,9 @@ def test_a_question_asking_one_amount_for_one_year_is_looked_up() -> None:
 
 def test_the_row_naming_the_line_item_most_fully_gives_the_figure_and_its_unit() -> None:
     reads = readings(ASKED, ("2019",), "ev1:a", STATEMENT)
-    # "Other current liabilities" is not named (its "other"), "Total liabilities" not together
+    # "Other harbor fees" is not named (its "other"), "Total fees" not together
     assert [(n, r.figures, r.scale) for n, r in reads] == [((3, 3), ("1250400",), "thousand")]
-    assert reads[0][1].row == "Total current liabilities (2019: $1,250,400; 2018: $1,100,200)"
+    assert reads[0][1].row == "Total harbor fees (2019: $1,250,400; 2018: $1,100,200)"
     rows = labelled_rows(
         "Consolidated statements of income\n2019 | 2018\nNet income | 410 | 380\nIncome | 900 | 850"
     )
@@ -74,9 +74,7 @@ def test_the_row_naming_the_line_item_most_fully_gives_the_figure_and_its_unit()
     best = one_reading(readings(asked, ("2019",), "ev1:b", rows))  # "income" is not named alone
     assert best is not None and best.figures == ("410",) and best.scale is None
     # a longer line item is asked for than any row names: the model answers
-    longer = (
-        "What is Kelmor Corp's FY2019 net income attributable to minority owners (in millions)?"
-    )
+    longer = "What is Kelmor Corp's FY2019 net income tax credit (in millions)?"
     assert readings(longer, ("2019",), "ev1:b", rows) == []
     # a cell holding no amount ("—", a percentage) is no answer
     dashes = labelled_rows(
@@ -127,9 +125,9 @@ def test_a_note_table_and_a_years_changes_are_not_the_line_item() -> None:
 
 
 def test_rows_that_differ_on_the_figure_give_no_answer() -> None:
-    a = Read("Total current liabilities (2019: 1,250,400)", "ev1:a", ("1250400",), "thousand")
-    b = Read("Total current liabilities (2019: 990,000)", "ev1:b", ("990000",), "thousand")
-    same = Read("Total current liabilities (2019: 1,250,400)", "ev1:c", ("1250400",), "thousand")
+    a = Read("Total harbor fees (2019: 1,250,400)", "ev1:a", ("1250400",), "thousand")
+    b = Read("Total harbor fees (2019: 990,000)", "ev1:b", ("990000",), "thousand")
+    same = Read("Total harbor fees (2019: 1,250,400)", "ev1:c", ("1250400",), "thousand")
     assert one_reading([((3, 3), a), ((3, 3), same)]) == a
     assert one_reading([((3, 3), a), ((3, 3), b)]) is None
     assert one_reading([((3, 3), a), ((2, 3), b)]) == a  # the fuller name wins
@@ -147,10 +145,10 @@ def test_the_unit_comes_from_above_the_table_as_far_as_its_header() -> None:
 
 
 def test_the_answer_is_stated_in_the_unit_asked_with_its_conversion_shown() -> None:
-    row = "Total current liabilities (2019: $1,250,400)"
+    row = "Total harbor fees (2019: $1,250,400)"
     read = Read(row, "ev1:a", ("1250400",), "thousand")
     assert stated(read, ASKED) == ("$1,250.4 million", "1,250,400 / 1,000 = 1,250.4")
-    billions = "What is Tarsk Mills' FY2019 total current liabilities in USD billions?"
+    billions = "What were Tarsk Mills' total harbor fees in FY2019, in USD billions?"
     assert stated(read, billions) == ("$1.2504 billion", "1,250,400 / 1,000 / 1,000 = 1.2504")
     asked_thousands = ASKED.replace("millions", "thousands")
     in_millions = Read(row, "ev1:a", ("1250.4",), "million")
@@ -159,7 +157,7 @@ def test_the_answer_is_stated_in_the_unit_asked_with_its_conversion_shown() -> N
         "1,250.4 * 1,000 = 1,250,400",
     )
     # no unit asked: as the table gives it; a unit unknown: the figure alone, not converted
-    assert stated(read, "How much were Tarsk Mills' 2019 current liabilities?") == (
+    assert stated(read, "How much were Tarsk Mills' 2019 harbor fees?") == (
         "$1,250,400 thousand",
         "",
     )
@@ -178,7 +176,7 @@ def test_a_change_between_two_years_is_worked_out_off_one_row() -> None:
     rows = labelled_rows(
         "Income statements\n2017 | 2018 | 2019\nTotal net sales | 41,200 | 45,310 | 52,870"
     )
-    asked = "What is the year-over-year change in Tarsk Mills' total revenue from 2018 to 2019 (%)?"
+    asked = "By how much did Tarsk Mills' total revenue change from 2018 to 2019 (%)?"
     [(_, read)] = readings(asked, ("2018", "2019"), "ev1:a", rows)
     assert read.figures == ("45310", "52870")
     assert changed(read, asked) == ("16.7%", "(52,870 - 45,310) / 45,310 * 100 = 16.7%")
@@ -193,16 +191,16 @@ def test_a_ratio_asked_for_one_year_is_worked_out_from_its_rows() -> None:
     assert found is not None and found[0].of == ("operating income", "revenue")
     assert found[1] == "2019"
     margin = found[0]
-    income = Read("Operating income (2019: 4,106)", "ev1:a", ("4106",), "million")
-    sales = Read("Total net sales (2019: 177,866)", "ev1:b", ("177866",), "million")
+    income = Read("Operating income (2019: 450)", "ev1:a", ("450",), "million")
+    sales = Read("Total net sales (2019: 5,000)", "ev1:b", ("5000",), "million")
     assert worked_metric(margin, [income, sales], "two decimal places") == (
-        "2.31%",
-        "4,106 / 177,866 * 100 = 2.31%",
+        "9.00%",
+        "450 / 5,000 * 100 = 9.00%",
     )
     # rows of tables in different units, or a loss: left to the model
-    thousands = Read("Total net sales (2019: 177,866)", "ev1:b", ("177866",), "thousand")
+    thousands = Read("Total net sales (2019: 5,000)", "ev1:b", ("5000",), "thousand")
     assert worked_metric(margin, [income, thousands], "") is None
-    loss = Read("Operating income (2019: (4,106))", "ev1:a", ("(4106)",), "million")
+    loss = Read("Operating income (2019: (450))", "ev1:a", ("(450)",), "million")
     assert worked_metric(margin, [loss, sales], "") is None
     for question in (
         "Did Tarsk Mills' operating margin improve in FY2019?",  # yes or no
@@ -229,10 +227,10 @@ def test_a_row_is_read_only_from_a_yearly_filing_of_the_company_asked_about() ->
 
 
 def test_whether_a_ratio_or_a_line_item_rose_is_answered_off_both_years_rows() -> None:
-    trend = asked_trend("Did Tarsk Mills have an improving operating margin in FY2019?")
+    trend = asked_trend("Did Tarsk Mills' gross margin improve in FY2019?")
     assert trend is not None and trend.up and trend.years == ("2018", "2019")
-    assert trend.metric is not None and trend.metric.name == "operating margin"
-    income = Read("Operating income (2019: 450; 2018: 480)", "ev1:a", ("480", "450"), None)
+    assert trend.metric is not None and trend.metric.name == "gross margin"
+    income = Read("Gross profit (2019: 450; 2018: 480)", "ev1:a", ("480", "450"), None)
     sales = Read("Total net sales (2019: 5,000; 2018: 4,800)", "ev1:a", ("4800", "5000"), None)
     assert trend_answer(trend, [income, sales], "") == (
         "No",
@@ -257,14 +255,15 @@ LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, read_top=0)
 
 
 def _statement(tmp_path: Path, embedder: Any) -> Sourcebook:
-    """A library holding one balance sheet in thousands, long enough that its last rows sit
-    in a passage after the one holding its header and unit."""
+    """A library holding one statement of operations in thousands, long enough that its last
+    rows sit in a passage after the one holding its header and unit."""
     rows = "\n".join(f"| Accrued item {i} | {100 + i:,} | {90 + i:,} |" for i in range(1, 31))
     (tmp_path / "tarsk.md").write_text(
-        "# Tarsk Mills Annual Report\n\nConsolidated balance sheets (in thousands).\n\n"
-        f"| Liabilities | 2019 | 2018 |\n|---|---|---|\n{rows}\n"
-        "| Total current liabilities | 1,250,400 | 1,100,200 |\n"
-        "| Total current assets | 2,500,800 | 2,420,400 |\n",
+        "# Tarsk Mills Annual Report\n\nConsolidated statements of operations (in thousands).\n\n"
+        f"| Item | 2019 | 2018 |\n|---|---|---|\n{rows}\n"
+        "| Total harbor fees | 1,250,400 | 1,100,200 |\n"
+        "| Operating income | 2,500,800 | 2,420,400 |\n"
+        "| Interest expense | 1,250,400 | 1,210,200 |\n",
         encoding="utf-8",
     )
     app = Sourcebook(tmp_path / "home", embedder=embedder)
@@ -277,21 +276,21 @@ def test_a_run_answers_a_line_item_off_its_row_without_the_model(
 ) -> None:
     app = _statement(tmp_path, embedder)
     try:
-        row = pid_with(app, "Total current liabilities |")
+        row = pid_with(app, "Total harbor fees |")
         assert "2019" not in app.library.evidence(row).text  # the header is a passage back
 
         def run(
             task: str, writer: ScriptedLLM, limits: ResearchLimits = LIM, question: str = ASKED
         ) -> Any:
             planner = ScriptedLLM([plan(("q1", question, []))])
-            researcher = ScriptedLLM(worker_script(question, row, "Liabilities of 1,250,400."))
+            researcher = ScriptedLLM(worker_script(question, row, "Harbor fees of 1,250,400."))
             report = app.research(
                 question, models=models(planner, researcher, writer), task=task, limits=limits
             )
             assert writer.pending == 0
             return report
 
-        writer = ScriptedLLM(["Tarsk Mills reported current liabilities of $1,250,400 [E1]."])
+        writer = ScriptedLLM(["Tarsk Mills reported harbor fees of $1,250,400 [E1]."])
         report = run("looked-up", writer)
         lines = report.markdown.splitlines()
         assert lines[0] == (
@@ -299,17 +298,15 @@ def test_a_run_answers_a_line_item_off_its_row_without_the_model(
         )
         assert lines[2:4] == [
             CHAIN_HEAD,
-            "- Total current liabilities (2019: 1,250,400; 2018: 1,100,200) [1].",
+            "- Total harbor fees (2019: 1,250,400; 2018: 1,100,200) [1].",
         ]
         assert len(generations(writer)) == 1  # the body only: no answer call
         assert [c.evidence_id for c in report.citations] == [row]
         assert report.status == "answered", (report.status_reasons, report.flagged_claims)
 
         # its change between the two years, worked out off the same row
-        writer = ScriptedLLM(["Tarsk Mills reported current liabilities of $1,250,400 [E1]."])
-        asked = (
-            "What is the change in Tarsk Mills' total current liabilities from 2018 to 2019 in %?"
-        )
+        writer = ScriptedLLM(["Tarsk Mills reported harbor fees of $1,250,400 [E1]."])
+        asked = "What is the change in Tarsk Mills' total harbor fees from 2018 to 2019 in %?"
         report = run("looked-up-change", writer, question=asked)
         assert report.markdown.startswith(
             "**Answer:** 13.7%, worked out as (1,250,400 - 1,100,200) / 1,100,200 * 100 = 13.7%"
@@ -318,18 +315,17 @@ def test_a_run_answers_a_line_item_off_its_row_without_the_model(
         assert report.status == "answered", (report.status_reasons, report.flagged_claims)
 
         # a ratio of two rows, worked out
-        writer = ScriptedLLM(["Tarsk Mills reported current liabilities of $1,250,400 [E1]."])
-        report = run(
-            "looked-up-ratio", writer, question="What is Tarsk Mills' FY2019 current ratio?"
-        )
+        writer = ScriptedLLM(["Tarsk Mills reported harbor fees of $1,250,400 [E1]."])
+        ratio = "What was Tarsk Mills' interest coverage ratio in FY2019?"
+        report = run("looked-up-ratio", writer, question=ratio)
         assert report.markdown.startswith(
             "**Answer:** 2.00, worked out as 2,500,800 / 1,250,400 = 2.00 [1]."
         )
         assert report.status == "answered", (report.status_reasons, report.flagged_claims)
 
         # whether it rose, off the row's two years
-        writer = ScriptedLLM(["Tarsk Mills reported current liabilities of $1,250,400 [E1]."])
-        rose = "Did Tarsk Mills' total current liabilities increase in FY2019?"
+        writer = ScriptedLLM(["Tarsk Mills reported harbor fees of $1,250,400 [E1]."])
+        rose = "Did Tarsk Mills' total harbor fees increase in FY2019?"
         report = run("looked-up-trend", writer, question=rose)
         assert report.markdown.startswith("**Answer:** Yes: 1,250,400 in 2019 against 1,100,200")
         assert report.status == "answered", (report.status_reasons, report.flagged_claims)
@@ -357,7 +353,7 @@ def test_ask_reads_a_line_item_off_its_row_without_the_model(tmp_path: Path, emb
         app.close()
     assert report.markdown.startswith(
         "**Answer:** $1,250.4 million, worked out as 1,250,400 / 1,000 = 1,250.4 [1].\n\n"
-        f"{CHAIN_HEAD}\n- Total current liabilities (2019: 1,250,400; 2018: 1,100,200) [1]."
+        f"{CHAIN_HEAD}\n- Total harbor fees (2019: 1,250,400; 2018: 1,100,200) [1]."
     )
     assert not [c for c in llm.history if c.kind == "stream"]
     assert report.status == "answered", (report.status_reasons, report.flagged_claims)

@@ -12,8 +12,8 @@ One turn of a conversation (:mod:`core.research.conversation` keeps them):
    fetched in this turn, so all of them are citable and nothing else is;
 3. one model call (``resources/prompts/ask.jinja``, after the earlier turns as chat messages,
    so a model that keeps its states continues from the last turn instead of reading it again),
-   streamed as it is written; none for one line item in one year, or its change between two,
-   which the program reads off the statement row shown (stage ``row_lookup``);
+   streamed as it is written; none when the program reads the answer off the statement rows
+   shown (stage ``row_lookup``: one line item in one year, its change, a ratio, a rise);
 4. the checks of a research run's draft, by the run's own code (citation check and repair,
    narrowing, claim and support checks, an unsupported answer withheld, sanitize, renumber,
    status): the answer is asserted only when its checks pass, otherwise the report says what
@@ -264,7 +264,7 @@ def answer_turn(
     messages = _messages(ctx.model(ROLE), conv, question, block)
     ctx.emit("stage", stage="answering", text=f"{len(shown)} passages")
     with ctx.log.span(ctx.task, ctx.run, "stage", "answer"):
-        # one line item in one year (or its change) is read off its row, as in a research run
+        # what statement rows answer is read off them by the program, as in a research run
         text = row_answer(ctx, question, shown, labels) if stage_on(ctx, "row_lookup") else ""
         if text and on_token is not None:
             on_token(text)

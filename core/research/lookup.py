@@ -1,8 +1,8 @@
 """Line items, and what is worked out from them, read off the statement rows that name them,
 by the program.
 
-Asked for a company's total current liabilities at one year end "in USD millions", the 1.5B
-had the balance sheet's row before it and answered with the difference of two other rows. A
+Asked for one line item of a company's statement in one year "in USD millions", the 1.5B had
+the statement's row before it and answered with the difference of two other rows. A
 question asking for one line item in one period needs no model: the row whose line item the
 question names holds the figure under the period the question names. The answer states it in
 the unit the question asks for, the conversion shown as a calculation the claim check redoes
@@ -153,7 +153,7 @@ def _asked(question: str) -> list[list[tuple[str, bool]]]:
     """The question's words between the statements it names, each folded (:func:`_word`) with
     whether it may stand beside a line item's name without making it another line item's: a
     function word, "total" or "amount", a name (capitalised), a period ("FY2019"), a word of
-    its rise or fall ("improving operating margin", "net income increased")."""
+    its change, rise or fall ("rising Harbor fees", "Harbor fees changed")."""
     parts = []
     for part in _STATEMENT.split(question):
         words = [w for w in _WORD.findall(part) if not w.isdigit()]
@@ -166,7 +166,7 @@ def _beside(word: str) -> bool:
         _word(word) in _BESIDE
         or word[0].isupper()
         or any(c.isdigit() for c in word)
-        or bool(_UP.fullmatch(word) or _DOWN.fullmatch(word) or _COMPARED.fullmatch(word))
+        or bool(_CHANGE.fullmatch(word) or _COMPARED.fullmatch(word))
     )
 
 
@@ -174,8 +174,8 @@ def _names(
     name: tuple[str, ...], asked: list[list[tuple[str, bool]]], free_after: bool = False
 ) -> bool:
     """Whether the question names ``name`` as a line item of its own: its words together,
-    with nothing beside them but words that leave it one (``net income`` is not named in
-    "net income attributable to minority interests")."""
+    with nothing beside them but words that leave it one ("Harbor fees" is not named in
+    "Harbor fees receivable")."""
     n = len(name)
     for part in asked:
         words = [w for w, _ in part]
@@ -399,8 +399,8 @@ def worked_metric(
 ) -> tuple[str, str] | None:
     """``metric`` worked out from ``reads`` (a row for each line item it is worked out from,
     in order; the figures of their ``at``-th year asked), to the decimals ``question`` asks
-    for (else one for a percentage, two for a ratio), and its calculation: ("2.3%", "4,106 /
-    177,866 * 100 = 2.3%"); None when the rows are of tables in different units, or a figure
+    for (else one for a percentage, two for a ratio), and its calculation: ("9.0%", "450 /
+    5,000 * 100 = 9.0%"); None when the rows are of tables in different units, or a figure
     is not above 0 (a loss, a negative expense: no common reading of the ratio)."""
     if len({r.scale for r in reads}) != 1:
         return None
@@ -500,8 +500,8 @@ def asked_trend(question: str) -> Trend | None:
 def trend_answer(trend: Trend, reads: list[Read], question: str) -> tuple[str, str] | None:
     """Yes or no to ``trend`` off ``reads`` (the rows of its ratio's line items, or of its
     line item, each with the figures of both years), and what it rests on: the ratio worked
-    out for each year ("6,098 / 17,606 * 100 = 34.6% in 2022 against 5,802 / 15,785 * 100 =
-    36.8% in 2021"), or the row's two figures; None when they cannot be worked out or are
+    out for each year ("450 / 5,000 * 100 = 9.0% in 2019 against 480 / 4,800 * 100 = 10.0% in
+    2018"), or the row's two figures; None when they cannot be worked out or are
     equal as shown."""
     later, earlier = trend.years[1], trend.years[0]
     if trend.metric is not None:

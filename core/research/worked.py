@@ -46,7 +46,7 @@ def _figures(text: str) -> set[str]:
 
 
 def asked_decimals(question: str) -> int | None:
-    """The decimals ``question`` asks for ("round to one decimal place": 1), or None."""
+    """The decimals ``question`` asks for ("to two decimals": 2), or None."""
     asked = _DECIMALS.search(question)
     if asked is None:
         return None
