@@ -304,31 +304,28 @@ def test_a_run_answers_a_line_item_off_its_row_without_the_model(
         assert [c.evidence_id for c in report.citations] == [row]
         assert report.status == "answered", (report.status_reasons, report.flagged_claims)
 
-        # its change between the two years, worked out off the same row
-        writer = ScriptedLLM(["Tarsk Mills reported harbor fees of $1,250,400 [E1]."])
-        asked = "What is the change in Tarsk Mills' total harbor fees from 2018 to 2019 in %?"
-        report = run("looked-up-change", writer, question=asked)
-        assert report.markdown.startswith(
-            "**Answer:** 13.7%, worked out as (1,250,400 - 1,100,200) / 1,100,200 * 100 = 13.7%"
-            " [1]."
-        )
-        assert report.status == "answered", (report.status_reasons, report.flagged_claims)
-
-        # a ratio of two rows, worked out
-        writer = ScriptedLLM(["Tarsk Mills reported harbor fees of $1,250,400 [E1]."])
-        ratio = "What was Tarsk Mills' interest coverage ratio in FY2019?"
-        report = run("looked-up-ratio", writer, question=ratio)
-        assert report.markdown.startswith(
-            "**Answer:** 2.00, worked out as 2,500,800 / 1,250,400 = 2.00 [1]."
-        )
-        assert report.status == "answered", (report.status_reasons, report.flagged_claims)
-
-        # whether it rose, off the row's two years
-        writer = ScriptedLLM(["Tarsk Mills reported harbor fees of $1,250,400 [E1]."])
-        rose = "Did Tarsk Mills' total harbor fees increase in FY2019?"
-        report = run("looked-up-trend", writer, question=rose)
-        assert report.markdown.startswith("**Answer:** Yes: 1,250,400 in 2019 against 1,100,200")
-        assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+        # its change between the two years, a ratio of two rows, whether it rose: worked out
+        for task, question, answer in (
+            (
+                "looked-up-change",
+                "What is the change in Tarsk Mills' total harbor fees from 2018 to 2019 in %?",
+                "13.7%, worked out as (1,250,400 - 1,100,200) / 1,100,200 * 100 = 13.7% [1].",
+            ),
+            (
+                "looked-up-ratio",
+                "What was Tarsk Mills' interest coverage ratio in FY2019?",
+                "2.00, worked out as 2,500,800 / 1,250,400 = 2.00 [1].",
+            ),
+            (
+                "looked-up-trend",
+                "Did Tarsk Mills' total harbor fees increase in FY2019?",
+                "Yes: 1,250,400 in 2019 against 1,100,200 in 2018 [1].",
+            ),
+        ):
+            writer = ScriptedLLM(["Tarsk Mills reported harbor fees of $1,250,400 [E1]."])
+            report = run(task, writer, question=question)
+            assert report.markdown.startswith(f"**Answer:** {answer}\n"), task
+            assert report.status == "answered", (task, report.status_reasons)
 
         # switched off, the model answers as before
         writer = ScriptedLLM([short("1,250,400", ["E1"]), "Tarsk Mills reported $1,250,400 [E1]."])
