@@ -23,6 +23,7 @@ from core.research.lookup import (
     readings,
     scale_of,
     stated,
+    text_above,
     trend_answer,
     worked_metric,
 )
@@ -135,13 +136,15 @@ def test_rows_that_differ_on_the_figure_give_no_answer() -> None:
 
 
 def test_the_unit_comes_from_above_the_table_as_far_as_its_header() -> None:
-    assert scale_of("(In millions)\n2019 | 2018\n") == "million"
+    def unit(before_row: str, passages_before: tuple[str, ...] = ()) -> str | None:
+        return scale_of(text_above(before_row, passages_before))
+
+    assert unit("(In millions)\n2019 | 2018\n") == "million"
     # the table runs on: its unit is in the passage holding its header
-    assert scale_of(
-        "Harbor fees (2019: 1,250)\n", ["Rents | 5 | 4", "($ in billions)\n2019 | 2018"]
-    )
-    assert scale_of("", ["2019 | 2018\nRents | 5 | 4", "(in thousands)"]) is None  # past it
-    assert scale_of("No unit here.") is None
+    before = ("Rents | 5 | 4", "($ in billions)\n2019 | 2018")
+    assert unit("Harbor fees (2019: 1,250)\n", before) == "billion"
+    assert unit("", ("2019 | 2018\nRents | 5 | 4", "(in thousands)")) is None  # past it
+    assert unit("No unit here.") is None
 
 
 def test_the_answer_is_stated_in_the_unit_asked_with_its_conversion_shown() -> None:

@@ -66,19 +66,14 @@ _YES_NO = re.compile(
 _PERCENT = re.compile(r"%|\bpercent(?:s|age)?\b", re.IGNORECASE)
 #: A question for one year's figure asks for an amount: in a unit it names, or "how much".
 _AMOUNT = re.compile(r"\b(?:how much|amount|(?:thousand|million|billion)s?)\b", re.IGNORECASE)
-#: The statement a question points to ("Base your answer on the balance sheet") names no line
-#: item: a row labelled "Balance" is not what it asks for.
+#: A financial statement's name, or that of the table of selected data drawn from them: what
+#: a question points to ("Base your answer on the balance sheet") names no line item (a row
+#: labelled "Balance" is not what it asks for), and a row under it is a statement's.
 _STATEMENT = re.compile(
     r"\b(?:balance sheets?|P&L|(?:income|cash[- ]flows?|operations|earnings) statements?"
     r"|statements? of (?:consolidated )?(?:income|operations|earnings|cash flows?"
-    r"|financial position|comprehensive income|(?:stockholders|shareholders)'? equity))",
-    re.IGNORECASE,
-)
-#: The title of a financial statement, or of the table of selected data drawn from them.
-_STATEMENT_TITLE = re.compile(
-    r"\b(?:balance sheets?|statements? of (?:consolidated )?(?:operations|income|earnings"
-    r"|comprehensive (?:income|loss)|cash flows?|financial position)|income statements?"
-    r"|cash flows? statements?|selected (?:consolidated )?financial data)\b",
+    r"|financial position|comprehensive (?:income|loss)|(?:stockholders|shareholders)'? equity)"
+    r"|selected (?:consolidated )?financial data)",
     re.IGNORECASE,
 )
 _CHANGES = re.compile(r"\bchanges? in\b", re.IGNORECASE)
@@ -203,7 +198,7 @@ def _named(label: str, asked: list[list[tuple[str, bool]]]) -> tuple[int, int]:
     return (max(used), len(words)) if used else (0, 0)
 
 
-def _above(before_row: str, passages_before: Iterable[str]) -> Iterator[str]:
+def text_above(before_row: str, passages_before: Iterable[str]) -> Iterator[str]:
     """The text above a row in its table: its passage's up to it, then the passages before
     (nearest first) as far as the one holding the table's header."""
     for text in (before_row, *passages_before):
@@ -212,10 +207,10 @@ def _above(before_row: str, passages_before: Iterable[str]) -> Iterator[str]:
             return
 
 
-def scale_of(before_row: str, passages_before: Iterable[str] = ()) -> str | None:
+def scale_of(above: Iterable[str]) -> str | None:
     """The unit of the table a row sits in: the last "in thousands" (millions, billions)
-    written above it (:func:`_above`); None when none says."""
-    for text in _above(before_row, passages_before):
+    written in the text ``above`` it (:func:`text_above`, nearest first); None when none says."""
+    for text in above:
         found: list[str] = _SCALE.findall(text)
         if found:
             return found[-1].casefold().removesuffix("s")
@@ -237,12 +232,12 @@ def among_changes(above: Iterable[str]) -> bool:
     return open_
 
 
-def in_statement(heading: str, before_row: str, passages_before: Iterable[str] = ()) -> bool:
-    """Whether a row sits in one of the financial statements (:data:`_STATEMENT_TITLE`), as
-    its passage's heading or the text above it says: a note's table has rows of the same
-    names ("Depreciation and amortization" among deferred tax assets) holding other figures."""
-    texts = (heading, *_above(before_row, passages_before))
-    return any(_STATEMENT_TITLE.search(t) for t in texts)
+def in_statement(heading: str, above: Iterable[str]) -> bool:
+    """Whether a row sits in one of the financial statements (:data:`_STATEMENT`), as its
+    passage's heading or the text ``above`` it (:func:`text_above`) says: a note's table has rows
+    of the same names ("Depreciation and amortization" among deferred tax assets) holding
+    other figures."""
+    return any(_STATEMENT.search(t) for t in (heading, *above))
 
 
 def rows_naming(
@@ -285,14 +280,15 @@ def readings(
     before = list(passages_before) if rows else []
     out = []
     for named, row, figures, pos in rows:
-        if not in_statement(heading, text[:pos], before):
+        above = list(text_above(text[:pos], before))
+        if not in_statement(heading, above):
             continue
         label = row_figures(row)
         total = label is not None and _TOTAL.match(label[0])
-        if not total and among_changes(reversed(list(_above(text[:pos], before)))):
+        if not total and among_changes(reversed(above)):
             continue
         shares = label is not None and "share" in _words(label[0])
-        scale = None if shares else scale_of(text[:pos], before)
+        scale = None if shares else scale_of(above)
         out.append((named, Read(row, evidence_id, figures, scale)))
     return out
 
@@ -385,13 +381,23 @@ def asked_metric(question: str) -> tuple[Metric, str] | None:
     years: set[str] = set(_YEAR.findall(question))
     if len(years) != 1 or _CHANGE.search(question) or _YES_NO.search(question.strip()):
         return None
+    named = _metric_named(question)
+    if named is None or _asks_else(question, set(named[0])):
+        return None
+    return named[1], years.pop()
+
+
+def _metric_named(question: str, free_after: bool = False) -> tuple[tuple[str, ...], Metric] | None:
+    """The ratio ``question`` names (its longest name that it names, :func:`_names`), with
+    that name's words."""
     asked = _asked(question)
-    for name, metric in _metrics():
-        if not _names(name, asked):
-            continue
-        others = {_word(m.group(0)) for m in _NOT_ONE_ROW.finditer(question)} - set(name)
-        return None if others else (metric, years.pop())
-    return None
+    return next(((n, m) for n, m in _metrics() if _names(n, asked, free_after)), None)
+
+
+def _asks_else(question: str, allowed: set[str]) -> bool:
+    """Whether ``question`` asks for more than rows answer (:data:`_NOT_ONE_ROW`), the words
+    ``allowed`` (folded: a ratio's own "margin") aside."""
+    return bool({_word(m.group(0)) for m in _NOT_ONE_ROW.finditer(question)} - allowed)
 
 
 def worked_metric(
@@ -486,10 +492,8 @@ def asked_trend(question: str) -> Trend | None:
         years = [str(int(years[0]) - 1), years[0]]
     if len(years) != 2:
         return None
-    asked = _asked(q)
-    named = next(((n, m) for n, m in _metrics() if _names(n, asked, free_after=True)), None)
-    own = set(named[0]) if named else set()
-    if {_word(m.group(0)) for m in _NOT_ONE_ROW.finditer(q)} - own - _DIRECTION:
+    named = _metric_named(q, free_after=True)
+    if _asks_else(q, (set(named[0]) if named else set()) | _DIRECTION):
         return None
     metric = named[1] if named else None
     if _JUDGING.search(q) and (metric is None or not metric.higher_better):
