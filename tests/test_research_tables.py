@@ -80,6 +80,25 @@ def test_a_table_split_over_three_passages_keeps_the_header_of_the_first() -> No
     assert runs_on([MIDDLE, STATEMENT + "\nSee notes."], RUNS_ON) is None
 
 
+def test_a_statement_runs_on_past_the_captions_of_its_parts_and_a_page_break() -> None:
+    flows = (
+        "Statements of cash flows (in millions)\n2020 | 2021 | 2022\n"
+        "Net income | 400 | 520 | 610\n"
+        "Changes in operating assets and liabilities, net of the businesses acquired:"
+    )
+    middle = "Receivables | (30) | (45) | 12\nInvesting activities\nPurchases of harbor cranes | (80) | (95) | (60)"
+    total = "Total assets | $ 4,100 $ 4,460\n31\nTable of Contents"  # cells run together
+    later = "Liabilities and equity:\nHarbor fees payable | 90 | 110 | 130"
+    # the passage before ends in a caption opening rows; this one opens with one
+    assert runs_on([flows], middle) == ["2020", "2021", "2022"]
+    assert runs_on([middle, flows], later) == ["2020", "2021", "2022"]
+    # a row whose cells ran together and a page's footer still end the table's passage
+    assert runs_on([total, middle, flows], later) == ["2020", "2021", "2022"]
+    # a sentence is no caption: the table began without a header
+    assert runs_on(["Dravin River fees rose.\n" + middle, flows], later) is None
+    assert runs_on([flows], "Harbor fees rose in 2022 as Northport grew.\n" + middle) is None
+
+
 def test_the_writer_reads_evidence_with_its_tables_labelled() -> None:
     first, second = evidence("ev1:" + "a" * 16, STATEMENT), evidence("ev1:" + "b" * 16, RUNS_ON)
     second = second.model_copy(update={"passage_id": "p3"})

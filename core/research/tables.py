@@ -54,24 +54,47 @@ def _table_row(line: str) -> bool:
 
 def runs_on(before: Iterable[str], text: str) -> list[str] | None:
     """The header a table in ``text`` carries over from the passages ``before`` it (nearest
-    first): when ``text`` starts with a table row and the passage before ends in one (the same
-    table, split between passages), the last header there; a long statement split into more
-    passages may hold only rows there, and then the header is looked for in the passage before
-    that, and so on. None when no header is found before a passage that is not all table rows
-    (the table began there without one) or the passages run out."""
-    head = [ln for ln in text.splitlines() if ln.strip()][:1]
-    if not head or not _table_row(head[0]):
+    first): when ``text`` starts with a table row and the passage before ends in one, captions
+    of the table's parts aside ("Current liabilities:"; the same table, split between
+    passages), the last header there; a long statement split into more passages may hold only
+    rows and captions there, and then the header is looked for in the passage before that, and
+    so on. None when no header is found before a passage that is not all rows and captions (the
+    table began there without one) or the passages run out."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    first = next((ln for ln in lines if not _caption(ln)), None)
+    if first is None or not _in_table(first):
         return None
     for passage in before:
         lines = [ln for ln in passage.splitlines() if ln.strip()]
-        if not lines or not _table_row(lines[-1]):
+        last = next((ln for ln in reversed(lines) if not _caption(ln)), None)
+        if last is None or not _in_table(last):
             return None
         found = None
         for line in lines:
             found = header(line) or found
-        if found or not all(map(_table_row, lines)):
+        if found or not all(_in_table(ln) or _caption(ln) for ln in lines):
             return found
     return None
+
+
+#: Longest a caption of a table's part runs ("Cash flows from investing activities:").
+CAPTION_WORDS = 10
+
+
+def _in_table(line: str) -> bool:
+    """Whether ``line`` is a row of a table, its cells read or run together ("Total assets |
+    $ 411,976 $ 364,840")."""
+    return "|" in line
+
+
+def _caption(line: str) -> bool:
+    """Whether ``line`` may caption a part of a table, not being a row: it opens the rows
+    below it ("Changes in operating assets and liabilities, net of acquisitions:"), or is
+    short and not a sentence ("Investing activities")."""
+    text = line.strip()
+    if _in_table(text):
+        return False
+    return text.endswith(":") or (not text.endswith(".") and len(text.split()) <= CAPTION_WORDS)
 
 
 def labelled_rows(text: str, carried: list[str] | None = None) -> str:
