@@ -15,6 +15,7 @@ from core.research.chain import CHAIN_HEAD
 from core.research.lookup import (
     Read,
     asked_metric,
+    asked_part,
     asked_trend,
     asked_years,
     changed,
@@ -123,6 +124,68 @@ def test_a_note_table_and_a_years_changes_are_not_the_line_item() -> None:
     assert [r.figures for _, r in readings(cash, ("2019",), "ev1:a", flows)] == [("2400",)]
     capex = "How much was Tarsk Mills' capital expenditure in FY2019 (in USD millions)?"
     assert [r.figures for _, r in readings(capex, ("2019",), "ev1:a", flows)] == [("(900)",)]
+
+
+def test_a_label_qualifying_a_line_items_name_names_it_below_a_row_of_that_name() -> None:
+    flows = labelled_rows(
+        "Statements of cash flows (in millions)\n2019 | 2018\n"
+        "Depreciation and amortization of harbor cranes and equipment | 310 | 290\n"
+        "Total cash provided by operating activities | 2,400 | 2,100\n"
+        "Purchases of property and equipment, including dredging | (900) | (800)\n"
+        "Sales of harbor land | 50 | 40"
+    )
+
+    def figure(question: str, rows: str = flows) -> tuple[str, ...] | None:
+        best = one_reading(readings(question, ("2019",), "ev1:a", rows))
+        return best and best.figures
+
+    assert figure("What was Kelmor's FY2019 depreciation and amortization in millions?") == ("310",)
+    assert figure("What was Kelmor's FY2019 operating cash flow in millions?") == ("2400",)
+    assert figure("What was Kelmor's FY2019 capital expenditure in millions?") == ("(900)",)
+    # a qualifier opening with one word names nothing: "Sales of harbor land" is no revenue
+    assert figure("What were Kelmor's FY2019 sales in millions?") is None
+    sheet = (
+        "Balance sheets (in millions)\n2019 | 2018\n"
+        "Accounts receivable, net of allowances of $12 and $10 | 640 | 600"
+    )
+    asked = "What were Kelmor's FY2019 accounts receivable in millions?"
+    assert figure(asked, labelled_rows(sheet)) == ("640",)
+    # a row labelled with the name itself comes first
+    both = labelled_rows(sheet + "\nAccounts receivable | 655 | 610")
+    assert figure(asked, both) == ("655",)
+
+
+def test_a_statements_selected_data_for_a_segment_is_not_the_companys() -> None:
+    segment = labelled_rows(
+        "Selected financial data for the Northport segment ($ in millions):\n"
+        "Northport Summary | 2019 | 2018\nRevenue | $ 4,000 | $ 3,800"
+    )
+    asked = "What was Kelmor's FY2019 revenue in USD millions?"
+    assert readings(asked, ("2019",), "ev1:a", segment) == []
+    company = segment.replace("for the Northport segment ", "")
+    assert [r.figures for _, r in readings(asked, ("2019",), "ev1:a", company)] == [("4000",)]
+
+
+def test_money_spent_shown_in_parentheses_is_an_amount_spent() -> None:
+    rows = labelled_rows(
+        "Statements of operations (in millions)\n2019 | 2018\nOperating income | 1,800 | 3,000\n"
+        "Interest expense | (36) | (25)\nNet income | (120) | 400\n"
+        "Purchases of property and equipment | (930) | (740)"
+    )
+
+    def read(question: str) -> Read:
+        best = one_reading(readings(question, ("2019",), "ev1:a", rows))
+        assert best is not None
+        return best
+
+    capex = "What was Kelmor's FY2019 capital expenditure in USD millions?"
+    assert stated(read(capex), capex) == ("$930 million", "")
+    loss = "What was Kelmor's FY2019 net income in USD millions?"
+    assert stated(read(loss), loss) == ("-$120 million", "")  # a loss stays a loss
+    found = asked_metric("What was Kelmor's FY2019 interest coverage ratio?")
+    assert found is not None
+    reads = [read(f"What was Kelmor's FY2019 {item} in millions?") for item in found[0].of]
+    assert worked_metric(found[0], reads, "") == ("50.00", "1,800 / 36 = 50.00")
 
 
 def test_rows_that_differ_on_the_figure_give_no_answer() -> None:
@@ -252,6 +315,16 @@ def test_whether_a_ratio_or_a_line_item_rose_is_answered_off_both_years_rows() -
         "Did Tarsk Mills' operating margin improve in FY2019, and why?",
     ):
         assert asked_trend(question) is None, question
+    # what the question asks on a condition is not what it asks
+    conditional = (
+        "Did Tarsk Mills' operating margin improve in FY2019? If operating margin means little"
+        " for a harbor operator, say so and explain why."
+    )
+    assert asked_trend(conditional) is None
+    assert asked_part(conditional) == "Did Tarsk Mills' operating margin improve in FY2019?"
+    assert asked_trend(asked_part(conditional)) is not None
+    unconditional = "Did Kelmor's gross margin improve in FY2019? Explain if it did."
+    assert asked_part(unconditional) == unconditional
 
 
 LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, read_top=0)

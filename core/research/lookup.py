@@ -33,7 +33,7 @@ from pathlib import Path
 from core.research.arithmetic import evaluate
 from core.research.tables import header, row_figures
 from core.research.worked import asked_decimals
-from core.text import STOP_WORDS, YEAR, plain_number
+from core.text import STOP_WORDS, YEAR, plain_number, split_sentences
 
 #: A question asking for something worked out from figures, about a part of the company or
 #: of the year (a quarter's column and the year to date's may both carry the year), or for a
@@ -76,6 +76,7 @@ _STATEMENT = re.compile(
     r"|selected (?:consolidated )?financial data)",
     re.IGNORECASE,
 )
+_PART = re.compile(r"\b(?:segments?|divisions?|regions?)\b", re.IGNORECASE)
 _CHANGES = re.compile(r"\bchanges? in\b", re.IGNORECASE)
 #: A cell holding an amount, as row_figures spells it ("1250", "(1283)"): not "—" for none, nor
 #: a percentage.
@@ -96,6 +97,7 @@ ROW_NAMES = Path(__file__).resolve().parents[2] / "resources" / "glossary" / "ro
 #: The ratios a question may ask for in one year and how each is worked out from rows.
 METRICS = ROW_NAMES.with_name("metrics.json")
 _POWER = {"thousand": 3, "million": 6, "billion": 9}
+_OF = re.compile(r"\s+of\s", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,20 @@ class Read:
     evidence_id: str
     figures: tuple[str, ...]  # per year asked, as row_figures spells it: "1250", "(1283)"
     scale: str | None  # the table's unit: "thousand", "million", "billion"; None unknown
+    spent: bool = False  # a line item of money spent (:func:`spent`): its figure's sign aside
+
+
+#: A sentence that opens with "If" asks for something else only on a condition ("If the
+#: margin is not a useful measure here, say why"): the question is in the sentences before it.
+_CONDITION = re.compile(r"if\b", re.IGNORECASE)
+
+
+def asked_part(question: str) -> str:
+    """``question`` without the sentences after its first that open with "If": what it asks
+    for when their condition does not hold, which is what the rows can answer."""
+    sentences = split_sentences(question)
+    kept = sentences[:1] + [s for s in sentences[1:] if not _CONDITION.match(s.strip())]
+    return " ".join(s.strip() for s in kept) if len(kept) < len(sentences) else question
 
 
 def asked_years(question: str) -> tuple[str, ...] | None:
@@ -130,6 +146,18 @@ def _word(word: str) -> str:
 
 def _words(text: str) -> tuple[str, ...]:
     return tuple(_word(w) for w in _WORD.findall(text) if not w.isdigit())
+
+
+@functools.cache
+def _spent_names() -> frozenset[tuple[str, ...]]:
+    data = json.loads(ROW_NAMES.read_text(encoding="utf-8"))
+    return frozenset(n for item in data["spent"]["items"] for n in _groups()[_words(item)])
+
+
+def spent(label: str) -> bool:
+    """Whether a row labelled ``label`` holds money spent (:data:`ROW_NAMES`' "spent"), by its
+    name or the name it qualifies (:func:`_heads`): shown in parentheses, it is no less spent."""
+    return bool(({_words(label)} | _heads(label)) & _spent_names())
 
 
 @functools.cache
@@ -188,14 +216,32 @@ def _named(label: str, asked: list[list[tuple[str, bool]]]) -> tuple[int, int]:
     """How fully the question names the row's line item ``label``: (the words of the fullest
     name it uses for it, the row's or another of its line item's (:data:`ROW_NAMES`), the
     words of the row's label), or (0, 0) when it names it by none, or the label names
-    nothing on its own ("Total")."""
+    nothing on its own ("Total"). A label qualifying a line item's name (:func:`_heads`) names
+    that item, below any row labelled with one of its names."""
     words = _words(label)
     if not words or all(w in _GENERIC for w in words):
         return 0, 0
     used = [
         len(name) for name in {words} | _groups().get(words, frozenset()) if _names(name, asked)
     ]
-    return (max(used), len(words)) if used else (0, 0)
+    if used:
+        return max(used), len(words)
+    used = [
+        len(name)
+        for head in _heads(label)
+        for name in _groups().get(head, frozenset())
+        if _names(name, asked)
+    ]
+    return (max(used), 0) if used else (0, 0)
+
+
+def _heads(label: str) -> set[tuple[str, ...]]:
+    """The names of two words or more a row's ``label`` opens with before qualifying them:
+    up to its first comma ("Accounts receivable, net of allowances of $12"), up to its first
+    "of" ("Depreciation and amortization of property and equipment"), after "Total"."""
+    cut = label.split(",", 1)[0]
+    heads = {cut, _OF.split(cut, maxsplit=1)[0], re.sub(r"^total\s+", "", label, flags=re.I)}
+    return {words for words in map(_words, heads) if len(words) > 1}
 
 
 def text_above(before_row: str, passages_before: Iterable[str]) -> Iterator[str]:
@@ -236,8 +282,13 @@ def in_statement(heading: str, above: Iterable[str]) -> bool:
     """Whether a row sits in one of the financial statements (:data:`_STATEMENT`), as its
     passage's heading or the text ``above`` it (:func:`text_above`) says: a note's table has rows
     of the same names ("Depreciation and amortization" among deferred tax assets) holding
-    other figures."""
-    return any(_STATEMENT.search(t) for t in (heading, *above))
+    other figures. A line naming a statement and a part of the company ("Selected financial
+    data for the Northport segment") titles that part's figures, not the company's."""
+    return any(
+        _STATEMENT.search(line) and not _PART.search(line)
+        for text in (heading, *above)
+        for line in text.splitlines()
+    )
 
 
 def rows_naming(
@@ -289,7 +340,7 @@ def readings(
             continue
         shares = label is not None and "share" in _words(label[0])
         scale = None if shares else scale_of(above)
-        out.append((named, Read(row, evidence_id, figures, scale)))
+        out.append((named, Read(row, evidence_id, figures, scale, bool(label and spent(label[0])))))
     return out
 
 
@@ -312,11 +363,11 @@ def _spelled(value: float, decimals: int) -> str:
     return ("-" if value < 0 else "") + text
 
 
-def _value(figure: str) -> tuple[float, str, int]:
+def _value(figure: str, spent: bool = False) -> tuple[float, str, int]:
     """A row's figure ("(1283)" a loss) as its value, written with thousands commas, and its
-    decimals."""
+    decimals; a figure of money ``spent`` as the amount spent, whatever its sign."""
     digits = figure.strip("()-")
-    value = float(digits) * (-1 if figure[:1] in "(-" else 1)
+    value = float(digits) * (-1 if figure[:1] in "(-" and not spent else 1)
     decimals = len(digits.partition(".")[2])
     return value, _spelled(value, decimals), decimals
 
@@ -325,7 +376,7 @@ def stated(read: Read, question: str) -> tuple[str, str]:
     """The answer to ``question`` off ``read``'s row (its one year's figure), and the
     calculation converting it to the unit asked ("" when none is needed): ("$1,250.4
     million", "1,250,400 / 1,000 = 1,250.4")."""
-    value, written, decimals = _value(read.figures[0])
+    value, written, decimals = _value(read.figures[0], read.spent)
     sign = "$" if "$" in read.row or _ASKED_DOLLARS.search(question) else ""
     asked = _ASKED_SCALE.search(question)
     want = asked.group(1).casefold() if asked else read.scale
@@ -410,7 +461,7 @@ def worked_metric(
     is not above 0 (a loss, a negative expense: no common reading of the ratio)."""
     if len({r.scale for r in reads}) != 1:
         return None
-    values = [_value(r.figures[at]) for r in reads]
+    values = [_value(r.figures[at], r.spent) for r in reads]
     if any(v <= 0 for v, _, _ in values):
         return None
     expr = metric.formula.format(*(written for _, written, _ in values))
@@ -516,7 +567,7 @@ def trend_answer(trend: Trend, reads: list[Read], question: str) -> tuple[str, s
         values = [float(plain_number(r.rstrip("%"))) for r, _ in (old, new)]
         shown = f"{new[1]} in {later} against {old[1]} in {earlier}"
     else:
-        (v_old, w_old, _), (v_new, w_new, _) = map(_value, reads[0].figures)
+        (v_old, w_old, _), (v_new, w_new, _) = (_value(f, reads[0].spent) for f in reads[0].figures)
         values = [v_old, v_new]
         shown = f"{w_new} in {later} against {w_old} in {earlier}"
     if values[0] == values[1]:

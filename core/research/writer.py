@@ -125,6 +125,7 @@ def row_answer(
     statement rows naming them (:mod:`core.research.lookup`), its chain those rows; "" when the
     question asks for anything else or the rows read do not give one reading (the model
     answers then)."""
+    question = lookup.asked_part(question)
     years = lookup.asked_years(question)
     metric = lookup.asked_metric(question) if years is None else None
     trend = lookup.asked_trend(question) if years is None and metric is None else None
