@@ -14,6 +14,7 @@ from test_research_answer import generations, short
 from core.research.chain import CHAIN_HEAD
 from core.research.lookup import (
     Read,
+    asked_definition,
     asked_metric,
     asked_part,
     asked_trend,
@@ -26,6 +27,7 @@ from core.research.lookup import (
     stated,
     text_above,
     trend_answer,
+    worked_definition,
     worked_metric,
 )
 from core.research.schemas import ResearchLimits
@@ -327,6 +329,51 @@ def test_whether_a_ratio_or_a_line_item_rose_is_answered_off_both_years_rows() -
     assert asked_part(unconditional) == unconditional
 
 
+def test_a_measure_the_question_defines_is_worked_out_from_the_rows_it_names() -> None:
+    asked = (
+        "What is Kelmor's FY2019 days harbor fees outstanding (DHO)? DHO is defined as: 365 *"
+        " (average harbor fees payable between FY2018 and FY2019) / (FY2019 cost of sales +"
+        " change in inventory between FY2018 and FY2019). Round your answer to two decimals."
+    )
+    found = asked_definition(asked)
+    assert found is not None and not found.percent
+    assert [(t.item, t.years, t.kind) for t in found.terms] == [
+        ("harbor fees payable", ("2018", "2019"), "average"),
+        ("cost of sales", ("2019",), "figure"),
+        ("inventory", ("2018", "2019"), "change"),
+    ]
+    payable = Read("Harbor fees payable (2019: 340; 2018: 260)", "ev1:a", ("260", "340"), "million")
+    costs = Read("Cost of sales (2019: 1,100)", "ev1:b", ("(1100)",), "million", spent=True)
+    stock = Read("Inventories (2019: 150; 2018: 100)", "ev1:a", ("100", "150"), "million")
+    assert worked_definition(found, [payable, costs, stock], asked) == (
+        "95.22",
+        "365 * ((260 + 340) / 2) / (1,100 + (150 - 100)) = 95.22",
+    )
+    # asked as a percentage of a fraction: times 100; a term without a year is of the year asked
+    share = asked_definition(
+        "What is Kelmor's FY2019 return on assets in %? It is calculated as net income /"
+        " average total assets between FY2018 and FY2019."
+    )
+    assert share is not None and share.percent
+    assert [t.years for t in share.terms] == [("2019",), ("2018", "2019")]
+    income = Read("Net income (2019: 90)", "ev1:a", ("90",), "million")
+    assets = Read("Total assets (2019: 1,000; 2018: 800)", "ev1:a", ("800", "1000"), "million")
+    assert worked_definition(share, [income, assets], "") == (
+        "10.00%",
+        "(90 / ((800 + 1,000) / 2)) * 100 = 10.00%",
+    )
+    other_unit = Read("Total assets (2019: 1,000; 2018: 800)", "ev1:a", ("800", "1000"), None)
+    assert worked_definition(share, [income, other_unit], "") is None
+    for question in (
+        "What is Kelmor's FY2019 fee burden?",  # no definition
+        "What is Kelmor's Northport segment fee burden? It is defined as: fees / net income.",
+        "What is Kelmor's fee burden? It is defined as: FY2019 fees / net income.",  # which year?
+        "What is Kelmor's FY2019 fee burden? It is defined as: fees / net income in 2018 and 2019.",
+        "What is Kelmor's FY2019 burden? It is defined as: fees between FY2018 and FY2019 / 2.",
+    ):
+        assert asked_definition(question) is None, question
+
+
 LIM = ResearchLimits(tool_loop=True, max_workers=1, max_rounds=1, read_top=0)
 
 
@@ -391,6 +438,13 @@ def test_a_run_answers_a_line_item_off_its_row_without_the_model(
                 "looked-up-ratio",
                 "What was Tarsk Mills' interest coverage ratio in FY2019?",
                 "2.00, worked out as 2,500,800 / 1,250,400 = 2.00 [1].",
+            ),
+            (
+                "looked-up-defined",
+                "What is Tarsk Mills' FY2019 fee burden? It is defined as: 100 * (average total"
+                " harbor fees between FY2018 and FY2019) / (FY2019 operating income). Round to"
+                " one decimal place.",
+                "47.0, worked out as 100 * ((1,100,200 + 1,250,400) / 2) / (2,500,800) = 47.0 [1].",
             ),
             (
                 "looked-up-trend",

@@ -33,7 +33,7 @@ from pathlib import Path
 from core.research.arithmetic import evaluate
 from core.research.tables import header, row_figures
 from core.research.worked import asked_decimals
-from core.text import STOP_WORDS, YEAR, plain_number, split_sentences
+from core.text import NUMBER, STOP_WORDS, YEAR, plain_number, split_sentences
 
 #: A question asking for something worked out from figures, about a part of the company or
 #: of the year (a quarter's column and the year to date's may both carry the year), or for a
@@ -475,6 +475,138 @@ def worked_metric(
     return result, f"{expr} = {result}"
 
 
+#: Where a question defines what it asks for: "Harbor turnover is defined as: ...".
+_DEFINED = re.compile(r"\b(?:defined|calculated|computed)\s+as\b:?\s*", re.IGNORECASE)
+#: The end of the definition's sentence: a full stop before the next sentence, or a "?".
+_DEFINITION_END = re.compile(r"\.\s+(?=[A-Z])|\.?\s*$|\?")
+#: Operators and parentheses between a definition's terms; a minus only between spaces
+#: ("long-term debt" is one term).
+_OPERATOR = re.compile(r"\s*([()*/+×÷]|(?<=\s)[-–](?=\s))\s*")
+_FY = r"(?:FY\s?|fiscal\s+(?:year\s+)?)?"
+_TWO_YEARS = rf"\s+between\s+{_FY}(?P<a>{YEAR})\s+and\s+{_FY}(?P<b>{YEAR})"
+_AVERAGE_OF = re.compile(rf"average\s+(?:of\s+)?(?:the\s+)?(?P<item>.+?){_TWO_YEARS}", re.I)
+_CHANGE_OF = re.compile(rf"change\s+in\s+(?:the\s+)?(?P<item>.+?){_TWO_YEARS}", re.I)
+_ONE_YEAR = re.compile(
+    rf"^(?:the\s+)?{_FY}(?P<y>{YEAR})\s+|\s+(?:in|for|of)\s+{_FY}(?P<z>{YEAR})$", re.I
+)
+#: Words of a question about a part of the company or of its year, or not for a figure.
+_NOT_THE_YEAR = re.compile(
+    r"\b(?:segment|region|division|geographic|product|category|q[1-4]|h[12]|quarter(?:ly)?"
+    r"|half|months|which|why)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Term:
+    """A line item a definition works with: its figure in one year, or the average of, or the
+    change between, its figures in two (the earlier first)."""
+
+    item: str
+    years: tuple[str, ...]
+    kind: str  # "figure", "average", "change"
+
+
+@dataclass(frozen=True)
+class Definition:
+    parts: tuple[str | Term, ...]  # operators, parentheses and numbers as written; terms
+    percent: bool  # the question asks for a percentage
+
+    @property
+    def terms(self) -> list[Term]:
+        return [p for p in self.parts if isinstance(p, Term)]
+
+
+def asked_definition(question: str) -> Definition | None:
+    """The definition ``question`` gives of what it asks for ("DPO is defined as: 365 *
+    (average accounts payable between FY2018 and FY2019) / (FY2019 cost of sales)"): its
+    operators, parentheses and numbers as written and a :class:`Term` for each line item; a
+    term naming no year is of the one year the question asks about. None when it gives none,
+    asks about a part of the company or of the year (:data:`_NOT_THE_YEAR`), or a term is not
+    a line item in one year or the average of or change between two."""
+    m = _DEFINED.search(question)
+    if m is None or _NOT_THE_YEAR.search(question):
+        return None
+    text = question[m.end() :]
+    end = _DEFINITION_END.search(text)
+    asked = set(_YEAR.findall(question[: m.start()]))
+    parts: list[str | Term] = []
+    for chunk in _OPERATOR.split(text[: end.start() if end else None]):
+        chunk = chunk.strip()
+        if not chunk:
+            continue
+        if _OPERATOR.fullmatch(f" {chunk} ") or re.fullmatch(NUMBER, chunk):
+            parts.append(chunk.replace("×", "*").replace("÷", "/").replace("–", "-"))
+            continue
+        term = _term(chunk, asked)
+        if term is None:
+            return None
+        parts.append(term)
+    found = Definition(tuple(parts), bool(_PERCENT.search(question[: m.start()])))
+    if not found.terms or evaluate(_expression(found, ["1"] * len(found.terms))) is None:
+        return None
+    return found
+
+
+def _term(chunk: str, asked: set[str]) -> Term | None:
+    for pattern, kind in ((_AVERAGE_OF, "average"), (_CHANGE_OF, "change")):
+        m = pattern.fullmatch(chunk)
+        if m:
+            return Term(m.group("item"), tuple(sorted((m.group("a"), m.group("b")))), kind)
+    m = _ONE_YEAR.search(chunk)
+    year = (m.group("y") or m.group("z")) if m else (next(iter(asked)) if len(asked) == 1 else None)
+    item = _ONE_YEAR.sub("", chunk).strip()
+    if year is None or _YEAR.search(item) or not _words(item):
+        return None
+    return Term(item, (year,), "figure")
+
+
+def _expression(definition: Definition, written: list[str]) -> str:
+    """The definition's expression with each term as ``written`` (in order), in parentheses
+    when it is worked out ("(1,100 + 1,250) / 2") and the definition does not put it in them."""
+    terms = iter(written)
+    parts = definition.parts
+    out = []
+    for i, part in enumerate(parts):
+        if isinstance(part, str):
+            out.append(part)
+            continue
+        text = next(terms)
+        enclosed = parts[i - 1 : i] == ("(",) and parts[i + 1 : i + 2] == (")",)
+        out.append(text if enclosed or part.kind == "figure" else f"({text})")
+    return " ".join(out).replace("( ", "(").replace(" )", ")")
+
+
+def worked_definition(
+    definition: Definition, reads: list[Read], question: str
+) -> tuple[str, str] | None:
+    """``definition`` (:func:`asked_definition`) worked out from ``reads`` (a row for each of
+    its terms, in order, with the figures of the term's years), to the decimals ``question``
+    asks for (else two), a percentage when it asks for one (times 100 when the definition is
+    a fraction); and its calculation. None when the rows are of tables in different units or
+    it cannot be worked out (a division by zero)."""
+    if len({r.scale for r in reads}) != 1:
+        return None
+    written = []
+    for term, read in zip(definition.terms, reads, strict=True):
+        figures = [_value(f, read.spent)[1] for f in read.figures]
+        if term.kind == "average":
+            written.append(f"({figures[0]} + {figures[1]}) / 2")
+        elif term.kind == "change":
+            written.append(f"{figures[1]} - {figures[0]}")
+        else:
+            written.append(figures[0])
+    expr = _expression(definition, written)
+    if definition.percent and "100" not in definition.parts:
+        expr = f"({expr}) * 100"
+    value = evaluate(expr)
+    if value is None:
+        return None
+    digits = asked_decimals(question)
+    result = f"{value:,.{2 if digits is None else digits}f}" + ("%" if definition.percent else "")
+    return result, f"{expr} = {result}"
+
+
 @functools.cache
 def _item_words() -> frozenset[str]:
     """The words of the line items' and ratios' names ("EBITDA", "Revenue"), folded: capitalised
@@ -492,10 +624,10 @@ def filing_asked(question: str, title: str) -> bool:
     """Whether a filing titled ``title`` may hold the row ``question`` asks for: not a
     quarterly report (its columns are a quarter's or the year to date's, never a fiscal
     year's), and its title holds every one of the question's names (capitalised words not
-    opening a sentence, not function words, periods, currencies or words of a line item's
-    name). A statement row of another company's filing holds another company's figure, and a
-    consolidated row is not what a question naming a part of the company ("Kelmor's Northport
-    FY2019 net sales") asks for."""
+    opening a sentence, not function words, periods, currencies, words of a line item's
+    name or an abbreviation in parentheses). A statement row of another company's filing
+    holds another company's figure, and a consolidated row is not what a question naming a
+    part of the company ("Kelmor's Northport FY2019 net sales") asks for."""
     if _QUARTERLY.search(title):
         return False
     names = []
@@ -505,6 +637,7 @@ def filing_asked(question: str, title: str) -> bool:
             len(word) > 1
             and word[:1].isupper()
             and not _SENTENCE_OPEN.search(question[: m.start()])
+            and question[m.start() - 1 : m.end() + 1] != f"({m.group(0)})"  # "(DPO)"
             and word.casefold() not in STOP_WORDS
             and not any(c.isdigit() for c in word)
             and not _CURRENCY_CODE.match(word)

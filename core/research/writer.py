@@ -122,14 +122,16 @@ def row_answer(
     """Stage ``row_lookup``: the short answer to a question asking for one line item in one
     year, its change between two as a percentage, a ratio of line items in one year, or
     whether a ratio or a line item rose or fell, read and worked out by the program off the
-    statement rows naming them (:mod:`core.research.lookup`), its chain those rows; "" when the
+    statement rows naming them (:mod:`core.research.lookup`), or what the question defines in
+    terms of them ("DPO is defined as ..."), its chain those rows; "" when the
     question asks for anything else or the rows read do not give one reading (the model
     answers then)."""
     question = lookup.asked_part(question)
-    years = lookup.asked_years(question)
-    metric = lookup.asked_metric(question) if years is None else None
-    trend = lookup.asked_trend(question) if years is None and metric is None else None
-    if years is None and metric is None and trend is None:
+    defined = lookup.asked_definition(question)  # the question's own definition first
+    years = None if defined else lookup.asked_years(question)
+    metric = None if defined or years else lookup.asked_metric(question)
+    trend = None if defined or years or metric else lookup.asked_trend(question)
+    if not (defined or years or metric or trend):
         return ""
     tables: list[tuple[str, str, list[str], str]] = []  # (id, rows labelled, before, heading)
     for ev in evidence:
@@ -157,7 +159,11 @@ def row_answer(
 
     worked: tuple[str, str] | None = None
     joiner = WORKED_AS
-    if metric is not None:
+    if defined is not None:
+        reads = [read(t.item, t.years) for t in defined.terms]
+        found = [r for r in reads if r is not None] if None not in reads else None
+        worked = lookup.worked_definition(defined, found, question) if found else None
+    elif metric is not None:
         found = read_all(metric[0].of, (metric[1],))
         worked = lookup.worked_metric(metric[0], found, question) if found else None
     elif trend is not None:
