@@ -86,7 +86,11 @@ def test_a_statement_runs_on_past_the_captions_of_its_parts_and_a_page_break() -
         "Net income | 400 | 520 | 610\n"
         "Changes in operating assets and liabilities, net of the businesses acquired:"
     )
-    middle = "Receivables | (30) | (45) | 12\nInvesting activities\nPurchases of harbor cranes | (80) | (95) | (60)"
+    middle = (
+        "Receivables | (30) | (45) | 12\nInvesting activities\n"
+        "Purchases of harbor cranes, net of $35, $46 and $32, respectively, of cranes taken in\n"
+        "trade | (80) | (95) | (60)"  # a label run over two lines
+    )
     total = "Total assets | $ 4,100 $ 4,460\n31\nTable of Contents"  # cells run together
     later = "Liabilities and equity:\nHarbor fees payable | 90 | 110 | 130"
     # the passage before ends in a caption opening rows; this one opens with one

@@ -57,9 +57,10 @@ def runs_on(before: Iterable[str], text: str) -> list[str] | None:
     first): when ``text`` starts with a table row and the passage before ends in one, captions
     of the table's parts aside ("Current liabilities:"; the same table, split between
     passages), the last header there; a long statement split into more passages may hold only
-    rows and captions there, and then the header is looked for in the passage before that, and
-    so on. None when no header is found before a passage that is not all rows and captions (the
-    table began there without one) or the passages run out."""
+    rows there, and lines that are no sentence (captions, a label run over two lines), and then
+    the header is looked for in the passage before that, and so on. None when no header is
+    found before a passage holding a sentence (the table began there without one) or the
+    passages run out."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     first = next((ln for ln in lines if not _caption(ln)), None)
     if first is None or not _in_table(first):
@@ -72,7 +73,7 @@ def runs_on(before: Iterable[str], text: str) -> list[str] | None:
         found = None
         for line in lines:
             found = header(line) or found
-        if found or not all(_in_table(ln) or _caption(ln) for ln in lines):
+        if found or not all(_in_table(ln) or not _sentence(ln) for ln in lines):
             return found
     return None
 
@@ -87,6 +88,10 @@ def _in_table(line: str) -> bool:
     return "|" in line
 
 
+def _sentence(line: str) -> bool:
+    return line.strip().endswith(".")
+
+
 def _caption(line: str) -> bool:
     """Whether ``line`` may caption a part of a table, not being a row: it opens the rows
     below it ("Changes in operating assets and liabilities, net of acquisitions:"), or is
@@ -94,7 +99,7 @@ def _caption(line: str) -> bool:
     text = line.strip()
     if _in_table(text):
         return False
-    return text.endswith(":") or (not text.endswith(".") and len(text.split()) <= CAPTION_WORDS)
+    return text.endswith(":") or (not _sentence(text) and len(text.split()) <= CAPTION_WORDS)
 
 
 def labelled_rows(text: str, carried: list[str] | None = None) -> str:
