@@ -89,8 +89,19 @@ _ASKED_SCALE = re.compile(r"\b(thousand|million|billion)s?\b", re.IGNORECASE)
 _ASKED_DOLLARS = re.compile(r"\$|\bUSD\b|\bdollars?\b", re.IGNORECASE)
 #: Words that name no line item on their own: a row labelled "Total" is a total of something.
 _GENERIC = STOP_WORDS | {"total", "net", "other", "subtotal"}
-#: ... and may stand beside a line item's name in a question: "the total amount of Harbor fees".
-_BESIDE = STOP_WORDS | {"total", "amount", "figure", "value", "reported", "fiscal", "year", "end"}
+#: ... and may stand beside a line item's name in a question: "the total amount of Harbor fees",
+#: "unadjusted operating income" (as the statement reports it).
+_BESIDE = STOP_WORDS | {
+    "total",
+    "amount",
+    "figure",
+    "value",
+    "reported",
+    "unadjusted",
+    "fiscal",
+    "year",
+    "end",
+}
 #: The names one line item goes by ("capital expenditures", "purchases of property and
 #: equipment"): data, as the metrics' line items are (:mod:`core.research.line_items`).
 ROW_NAMES = Path(__file__).resolve().parents[2] / "resources" / "glossary" / "row_names.json"
