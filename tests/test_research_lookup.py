@@ -270,6 +270,12 @@ def test_a_ratio_asked_for_one_year_is_worked_out_from_its_rows() -> None:
     assert worked_metric(margin, [income, thousands], "") is None
     loss = Read("Operating income (2019: (450))", "ev1:a", ("(450)",), "million")
     assert worked_metric(margin, [loss, sales], "") is None
+    cogs = asked_metric("What is the FY2019 COGS % margin for Tarsk Mills?")
+    assert cogs is not None and cogs[0].of == ("cost of revenue", "revenue")
+    # the statement's own figure, "unadjusted", is the row's
+    rows = labelled_rows("Statements of operations\n2019 | 2018\nOperating income | 450 | 480")
+    unadjusted = "What is Tarsk Mills' FY2019 unadjusted operating income amount?"
+    assert [r.figures for _, r in readings(unadjusted, ("2019",), "ev1:a", rows)] == [("450",)]
     for question in (
         "Did Tarsk Mills' operating margin improve in FY2019?",  # yes or no
         "Is Tarsk Mills' FY2019 operating margin above its peers'?",
