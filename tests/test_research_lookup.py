@@ -472,6 +472,29 @@ def test_a_run_answers_a_line_item_off_its_row_without_the_model(
         app.close()
 
 
+def test_a_row_outside_what_the_run_read_is_read_in_its_filing_and_cited(
+    tmp_path: Path, embedder: Any
+) -> None:
+    app = _statement(tmp_path, embedder)
+    try:
+        first = pid_with(app, "Accrued item 1 |")  # the header's passage, not the row's
+        row = pid_with(app, "Interest expense |")
+        assert first != row
+        question = "What was Tarsk Mills' FY2019 interest expense in USD thousands?"
+        planner = ScriptedLLM([plan(("q1", question, []))])
+        researcher = ScriptedLLM(worker_script(question, first, "Accrued item 1 was 101."))
+        writer = ScriptedLLM(["Tarsk Mills' accrued item 1 was $101 thousand [E1]."])
+        report = app.research(
+            question, models=models(planner, researcher, writer), task="filing", limits=LIM
+        )
+    finally:
+        app.close()
+    answer = report.markdown.splitlines()[0]
+    assert answer == "**Answer:** $1,250,400 thousand [1].", report.markdown
+    assert row in {c.evidence_id for c in report.citations}
+    assert report.status == "answered", (report.status_reasons, report.flagged_claims)
+
+
 def test_ask_reads_a_line_item_off_its_row_without_the_model(tmp_path: Path, embedder: Any) -> None:
     app = _statement(tmp_path, embedder)
     try:

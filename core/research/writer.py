@@ -123,9 +123,13 @@ def row_answer(
     year, its change between two as a percentage, a ratio of line items in one year, or
     whether a ratio or a line item rose or fell, read and worked out by the program off the
     statement rows naming them (:mod:`core.research.lookup`), or what the question defines in
-    terms of them ("DPO is defined as ..."), its chain those rows; "" when the
-    question asks for anything else or the rows read do not give one reading (the model
-    answers then)."""
+    terms of them ("DPO is defined as ..."), its chain those rows; "" when the question asks
+    for anything else or the rows read do not give one reading (the model answers then).
+
+    The rows are read in ``evidence`` and in the rest of the filings it comes from, as an
+    analyst opens the statements of the filing in front of them: a row found outside
+    ``evidence`` is fetched (inside the run's sources) and its passage added to ``evidence``
+    and ``labels``, so that it is cited like any other."""
     question = lookup.asked_part(question)
     defined = lookup.asked_definition(question)  # the question's own definition first
     years = None if defined else lookup.asked_years(question)
@@ -133,16 +137,7 @@ def row_answer(
     trend = None if defined or years or metric else lookup.asked_trend(question)
     if not (defined or years or metric or trend):
         return ""
-    tables: list[tuple[str, str, list[str], str]] = []  # (id, rows labelled, before, heading)
-    for ev in evidence:
-        if "|" not in ev.text or not lookup.filing_asked(question, ev.title):
-            continue
-        try:
-            before = list(_passages_before(ctx, ev.passage_id))
-        except GraphError:
-            before = []
-        text = labelled_rows(ev.text, runs_on(before, ev.text))
-        tables.append((ev.evidence_id, text, before, " / ".join(ev.heading_path)))
+    tables = list(_statement_tables(ctx, question, evidence))
 
     def read(asked: str, periods: tuple[str, ...]) -> lookup.Read | None:
         return lookup.one_reading(
@@ -180,14 +175,69 @@ def row_answer(
             worked = lookup.changed(found[0], question)
     rows = [r.row for r in found or []]
     record(ctx, "row_lookup", {"rows": rows, "answer": worked[0] if worked else ""})
-    by_id = {v: k for k, v in labels.items()}
-    if not worked or not found or any(r.evidence_id not in by_id for r in found):
+    if not worked or not found or not _cited(ctx, [r.evidence_id for r in found], evidence, labels):
         return ""
+    by_id = {v: k for k, v in labels.items()}
     answer, calculation = worked
     cites = "".join(dict.fromkeys(f"[{by_id[r.evidence_id]}]" for r in found))
     shown = f"{joiner}{calculation}" if calculation else ""
     chain = chain_block([(r.row, by_id[r.evidence_id]) for r in found])
     return f"{ANSWER_MARK} {answer}{shown} {cites}.\n\n{chain}"
+
+
+def _statement_tables(
+    ctx: RunContext, question: str, evidence: list[Evidence]
+) -> Iterator[tuple[str, str, list[str], str]]:
+    """The table passages of ``evidence`` and of the rest of the filings it comes from (those
+    whose titles :func:`~core.research.lookup.filing_asked` allows), each as (evidence id, its
+    rows labelled with their periods, the passages before it nearest first, its heading)."""
+    seen: set[str] = set()
+    for ev in evidence:
+        if "|" not in ev.text or not lookup.filing_asked(question, ev.title):
+            continue
+        seen.add(ev.evidence_id)
+        try:
+            before = list(_passages_before(ctx, ev.passage_id))
+        except GraphError:
+            before = []
+        text = labelled_rows(ev.text, runs_on(before, ev.text))
+        yield ev.evidence_id, text, before, " / ".join(ev.heading_path)
+    filings = {ev.doc_id: ev.title for ev in evidence}
+    for doc_id, title in filings.items():
+        if not lookup.filing_asked(question, title):
+            continue
+        try:
+            passages = sorted(
+                ctx.library.store.get_document_passages(doc_id, full=False), key=lambda p: p.ordinal
+            )
+        except GraphError:
+            continue
+        for i, p in enumerate(passages):
+            if "|" not in p.text or p.passage_id in seen:
+                continue
+            before = [q.text for q in reversed(passages[max(0, i - TABLE_RUN_PASSAGES) : i])]
+            text = labelled_rows(p.text, runs_on(before, p.text))
+            yield p.passage_id, text, before, " / ".join(p.heading_path)
+
+
+def _cited(
+    ctx: RunContext, ids: list[str], evidence: list[Evidence], labels: dict[str, str]
+) -> bool:
+    """Whether every passage of ``ids`` can be cited: those not in ``evidence`` are fetched
+    (inside the run's sources, whole) and added to it and to ``labels``."""
+    held = set(labels.values())
+    for ev_id in dict.fromkeys(ids):
+        if ev_id in held:
+            continue
+        if ctx.tools.fetch_evidence(ev_id).error:
+            return False
+        got = ctx.fetched.get(ev_id)
+        if got is None:  # longer than a fetch may read whole: not citable
+            return False
+        evidence.append(got)
+        labels[f"E{len(labels) + 1}"] = ev_id
+        held.add(ev_id)
+    return True
 
 
 def labels_for(evidence: list[Evidence]) -> dict[str, str]:
