@@ -10,8 +10,9 @@ the unit the question asks for, the conversion shown as a calculation the claim 
 :func:`~core.research.tables.labelled_rows` writes it, which the support check reads as
 stated. So are the questions one or two such rows answer as surely: the line item's change
 between two years as a percentage (:func:`changed`), a ratio with one common definition in one
-year (:data:`METRICS`, :func:`worked_metric`), and whether either rose or fell
-(:func:`asked_trend`).
+year (:data:`METRICS`, :func:`worked_metric`), whether either rose or fell
+(:func:`asked_trend`), and a measure the question itself defines in terms of line items
+(:func:`asked_definition`, :func:`worked_definition`).
 
 The program answers only when the question asks for nothing else (:data:`_NOT_ONE_ROW`: no
 average, no segment, no quarter, no reason), and every row naming the line item most fully in
@@ -35,16 +36,21 @@ from core.research.tables import header, row_figures
 from core.research.worked import asked_decimals
 from core.text import NUMBER, STOP_WORDS, YEAR, plain_number, split_sentences
 
-#: A question asking for something worked out from figures, about a part of the company or
-#: of the year (a quarter's column and the year to date's may both carry the year), or for a
-#: choice or a reason, is not answered off one consolidated row ...
+#: A question about a part of the company or of the year (a quarter's column and the year to
+#: date's may both carry the year), or for a choice or a reason, is not answered off
+#: consolidated rows ...
+_NOT_THE_YEAR_WORDS = (
+    r"segment|region|division|geographic|product|category|q[1-4]|h[12]|quarter(?:ly)?|half"
+    r"|months|which|why"
+)
+#: ... nor, off one row, a question asking for something worked out from figures.
 _NOT_ONE_ROW = re.compile(
     r"\b(?:ratio|margin|proportion|share of|average|difference|compare[sd]?|versus|vs|more"
-    r"|less|higher|lower|turnover|conversion|days|rate|yield|cagr|times|segment|region"
-    r"|division|geographic|product|category|per employee|q[1-4]|h[12]|quarter(?:ly)?|half"
-    r"|months|which|why)\b",
+    r"|less|higher|lower|turnover|conversion|days|rate|yield|cagr|times|per employee"
+    rf"|{_NOT_THE_YEAR_WORDS})\b",
     re.IGNORECASE,
 )
+_NOT_THE_YEAR = re.compile(rf"\b(?:{_NOT_THE_YEAR_WORDS})\b", re.IGNORECASE)
 #: Words of a rise, and of a fall.
 _UP = re.compile(
     r"\b(?:improv\w*|increas\w*|grow\w*|grew|rise[sn]?|rising|rose|higher|expand\w*)\b",
@@ -76,6 +82,7 @@ _STATEMENT = re.compile(
     r"|selected (?:consolidated )?financial data)",
     re.IGNORECASE,
 )
+#: A part of the company: a line naming a statement and one titles that part's figures.
 _PART = re.compile(r"\b(?:segments?|divisions?|regions?)\b", re.IGNORECASE)
 _CHANGES = re.compile(r"\bchanges? in\b", re.IGNORECASE)
 #: A cell holding an amount, as row_figures spells it ("1250", "(1283)"): not "—" for none, nor
@@ -499,12 +506,6 @@ _AVERAGE_OF = re.compile(rf"average\s+(?:of\s+)?(?:the\s+)?(?P<item>.+?){_TWO_YE
 _CHANGE_OF = re.compile(rf"change\s+in\s+(?:the\s+)?(?P<item>.+?){_TWO_YEARS}", re.I)
 _ONE_YEAR = re.compile(
     rf"^(?:the\s+)?{_FY}(?P<y>{YEAR})\s+|\s+(?:in|for|of)\s+{_FY}(?P<z>{YEAR})$", re.I
-)
-#: Words of a question about a part of the company or of its year, or not for a figure.
-_NOT_THE_YEAR = re.compile(
-    r"\b(?:segment|region|division|geographic|product|category|q[1-4]|h[12]|quarter(?:ly)?"
-    r"|half|months|which|why)\b",
-    re.IGNORECASE,
 )
 
 
