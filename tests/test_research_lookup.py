@@ -487,8 +487,18 @@ def test_a_row_outside_what_the_run_read_is_read_in_its_filing_and_cited(
         report = app.research(
             question, models=models(planner, researcher, writer), task="filing", limits=LIM
         )
+        log = app.task_log()
+        try:
+            fetches = [
+                e.payload["ids"]
+                for e in log.events("filing")
+                if e.kind == "tool_result" and e.payload.get("tool") == "fetch_evidence"
+            ]
+        finally:
+            log.close()
     finally:
         app.close()
+    assert [row] in fetches  # fetched as the workers fetch: logged, so the eval counts it
     answer = report.markdown.splitlines()[0]
     assert answer == "**Answer:** $1,250,400 thousand [1].", report.markdown
     assert row in {c.evidence_id for c in report.citations}

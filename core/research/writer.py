@@ -7,6 +7,7 @@ maps labels back to evidence ids (full ids are accepted too).
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -224,12 +225,14 @@ def _cited(
     ctx: RunContext, ids: list[str], evidence: list[Evidence], labels: dict[str, str]
 ) -> bool:
     """Whether every passage of ``ids`` can be cited: those not in ``evidence`` are fetched
-    (inside the run's sources, whole) and added to it and to ``labels``."""
+    (inside the run's sources, whole; logged as any fetch, and again on resume) and added to
+    it and to ``labels``."""
     held = set(labels.values())
     for ev_id in dict.fromkeys(ids):
         if ev_id in held:
             continue
-        if ctx.tools.fetch_evidence(ev_id).error:
+        fetch = functools.partial(ctx.tools.fetch_evidence, ev_id)
+        if ctx.tool(f"row_lookup/fetch/{ev_id}", "fetch_evidence", fetch, cache=False).error:
             return False
         got = ctx.fetched.get(ev_id)
         if got is None:  # longer than a fetch may read whole: not citable
