@@ -196,7 +196,7 @@ def _statement_tables(
     for ev in evidence:
         if "|" not in ev.text or not lookup.filing_asked(question, ev.title):
             continue
-        seen.add(ev.evidence_id)
+        seen.add(ev.passage_id)
         try:
             before = list(_passages_before(ctx, ev.passage_id))
         except GraphError:
