@@ -19,7 +19,8 @@ from core.research.context import RunContext
 STAGES: dict[str, str] = {
     "row_lookup": (
         "answer one line item asked for one year (or its change, a ratio of line items, whether "
-        "either rose) off the statement rows naming them"
+        "either rose, a measure the question defines) off the statement rows naming them in "
+        "the filings read"
     ),
     "step_answers": "answer a chain of plan steps with its last step's answer, each step cited",
     "short_answer": "open the report with a short answer worked hop by hop (one model call)",
