@@ -530,8 +530,8 @@ class Definition:
 
 
 def asked_definition(question: str) -> Definition | None:
-    """The definition ``question`` gives of what it asks for ("DPO is defined as: 365 *
-    (average accounts payable between FY2018 and FY2019) / (FY2019 cost of sales)"): its
+    """The definition ``question`` gives of what it asks for ("DIO is defined as: 365 *
+    (average inventory between FY2018 and FY2019) / (FY2019 cost of sales)"): its
     operators, parentheses and numbers as written and a :class:`Term` for each line item; a
     term naming no year is of the one year the question asks about. None when it gives none,
     asks about a part of the company or of the year (:data:`_NOT_THE_YEAR`), or a term is not
@@ -649,7 +649,7 @@ def filing_asked(question: str, title: str) -> bool:
             len(word) > 1
             and word[:1].isupper()
             and not _SENTENCE_OPEN.search(question[: m.start()])
-            and question[m.start() - 1 : m.end() + 1] != f"({m.group(0)})"  # "(DPO)"
+            and question[m.start() - 1 : m.end() + 1] != f"({m.group(0)})"  # "(DIO)"
             and word.casefold() not in STOP_WORDS
             and not any(c.isdigit() for c in word)
             and not _CURRENCY_CODE.match(word)

@@ -124,7 +124,7 @@ def row_answer(
     year, its change between two as a percentage, a ratio of line items in one year, or
     whether a ratio or a line item rose or fell, read and worked out by the program off the
     statement rows naming them (:mod:`core.research.lookup`), or what the question defines in
-    terms of them ("DPO is defined as ..."), its chain those rows; "" when the question asks
+    terms of them ("DIO is defined as ..."), its chain those rows; "" when the question asks
     for anything else or the rows read do not give one reading (the model answers then).
 
     The rows are read in ``evidence`` and in the rest of the filings it comes from, as an
