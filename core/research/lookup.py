@@ -30,6 +30,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from core.research.arithmetic import evaluate
 from core.research.tables import header, row_figures
@@ -167,9 +168,15 @@ def _words(text: str) -> tuple[str, ...]:
 
 
 @functools.cache
+def _row_names() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(ROW_NAMES.read_text(encoding="utf-8"))
+    return data
+
+
+@functools.cache
 def _spent_names() -> frozenset[tuple[str, ...]]:
-    data = json.loads(ROW_NAMES.read_text(encoding="utf-8"))
-    return frozenset(n for item in data["spent"]["items"] for n in _groups()[_words(item)])
+    items = _row_names()["spent"]["items"]
+    return frozenset(n for item in items for n in _groups()[_words(item)])
 
 
 def spent(label: str) -> bool:
@@ -181,9 +188,8 @@ def spent(label: str) -> bool:
 @functools.cache
 def _groups() -> dict[tuple[str, ...], frozenset[tuple[str, ...]]]:
     """Each name of a line item (:data:`ROW_NAMES`) and all the names of its line item."""
-    data = json.loads(ROW_NAMES.read_text(encoding="utf-8"))
     out: dict[tuple[str, ...], frozenset[tuple[str, ...]]] = {}
-    for group in data["groups"]:
+    for group in _row_names()["groups"]:
         names = frozenset(_words(n) for n in group)
         for name in names:
             out[name] = out.get(name, frozenset()) | names

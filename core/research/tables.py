@@ -48,10 +48,6 @@ def header(line: str) -> list[str] | None:
     return periods
 
 
-def _table_row(line: str) -> bool:
-    return len(_cells(line)) > 2
-
-
 def runs_on(before: Iterable[str], text: str) -> list[str] | None:
     """The header a table in ``text`` carries over from the passages ``before`` it (nearest
     first): when ``text`` starts with a table row and the passage before ends in one, captions

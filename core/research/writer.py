@@ -138,7 +138,7 @@ def row_answer(
     trend = None if defined or years or metric else lookup.asked_trend(question)
     if not (defined or years or metric or trend):
         return ""
-    tables = list(_statement_tables(ctx, question, evidence))
+    tables = _statement_tables(ctx, question, evidence)
 
     def read(asked: str, periods: tuple[str, ...]) -> lookup.Read | None:
         return lookup.one_reading(
@@ -149,27 +149,27 @@ def row_answer(
             ]
         )
 
-    def read_all(items: Iterable[str], periods: tuple[str, ...]) -> list[lookup.Read] | None:
-        reads = [read(item, periods) for item in items]
+    def read_all(asked: Iterable[tuple[str, tuple[str, ...]]]) -> list[lookup.Read] | None:
+        """A row for each (line item, its years), or None when one has none."""
+        reads = [read(item, periods) for item, periods in asked]
         return [r for r in reads if r is not None] if None not in reads else None
 
     worked: tuple[str, str] | None = None
     joiner = WORKED_AS
     if defined is not None:
-        reads = [read(t.item, t.years) for t in defined.terms]
-        found = [r for r in reads if r is not None] if None not in reads else None
+        found = read_all((t.item, t.years) for t in defined.terms)
         worked = lookup.worked_definition(defined, found, question) if found else None
     elif metric is not None:
-        found = read_all(metric[0].of, (metric[1],))
+        found = read_all((item, (metric[1],)) for item in metric[0].of)
         worked = lookup.worked_metric(metric[0], found, question) if found else None
     elif trend is not None:
         items = trend.metric.of if trend.metric else (question,)
-        found = read_all(items, trend.years)
+        found = read_all((item, trend.years) for item in items)
         worked = lookup.trend_answer(trend, found, question) if found else None
         joiner = WORKED_AS if trend.metric else ": "
     else:
         assert years is not None
-        found = read_all((question,), years)
+        found = read_all([(question, years)])
         if found and len(years) == 1:
             worked = lookup.stated(found[0], question)
         elif found:
@@ -188,37 +188,29 @@ def row_answer(
 
 def _statement_tables(
     ctx: RunContext, question: str, evidence: list[Evidence]
-) -> Iterator[tuple[str, str, list[str], str]]:
-    """The table passages of ``evidence`` and of the rest of the filings it comes from (those
-    whose titles :func:`~core.research.lookup.filing_asked` allows), each as (evidence id, its
-    rows labelled with their periods, the passages before it nearest first, its heading)."""
-    seen: set[str] = set()
-    for ev in evidence:
-        if "|" not in ev.text or not lookup.filing_asked(question, ev.title):
-            continue
-        seen.add(ev.passage_id)
-        try:
-            before = list(_passages_before(ctx, ev.passage_id))
-        except GraphError:
-            before = []
-        text = labelled_rows(ev.text, runs_on(before, ev.text))
-        yield ev.evidence_id, text, before, " / ".join(ev.heading_path)
-    filings = {ev.doc_id: ev.title for ev in evidence}
-    for doc_id, title in filings.items():
+) -> list[tuple[str, str, list[str], str]]:
+    """The table passages of the filings ``evidence`` comes from (those whose titles
+    :func:`~core.research.lookup.filing_asked` allows), the passages of ``evidence`` first (a
+    row found in them too is cited without another fetch), each as (passage id, its rows
+    labelled with their periods, the passages before it nearest first, its heading). Each
+    filing's passages are listed once: a table running on finds its header among them."""
+    held = {ev.passage_id for ev in evidence}
+    tables = []
+    for doc_id, title in {ev.doc_id: ev.title for ev in evidence}.items():
         if not lookup.filing_asked(question, title):
             continue
         try:
-            passages = sorted(
-                ctx.library.store.get_document_passages(doc_id, full=False), key=lambda p: p.ordinal
-            )
+            passages = ctx.library.store.get_document_passages(doc_id, full=False)
         except GraphError:
             continue
+        passages.sort(key=lambda p: p.ordinal)
         for i, p in enumerate(passages):
-            if "|" not in p.text or p.passage_id in seen:
+            if "|" not in p.text:
                 continue
             before = [q.text for q in reversed(passages[max(0, i - TABLE_RUN_PASSAGES) : i])]
             text = labelled_rows(p.text, runs_on(before, p.text))
-            yield p.passage_id, text, before, " / ".join(p.heading_path)
+            tables.append((p.passage_id, text, before, " / ".join(p.heading_path)))
+    return sorted(tables, key=lambda t: t[0] not in held)
 
 
 def _cited(
