@@ -108,6 +108,8 @@ def figures(text: str) -> list[str]:
 
 SENTENCE_END = r"[.!?…]+[\"'”’)\]]*"
 """Pattern of what ends a sentence: its punctuation and any closing quotes or brackets."""
+#: A list item's mark at the start of a line, with the space after it ("- ", "2. ", "• ").
+LIST_MARK = re.compile(r"\s*(?:[-*•]|\d+[.)])\s+")
 # Sentence ends: punctuation, optional closing quotes/brackets, whitespace, then a likely start.
 _SENT_END = re.compile(rf"{SENTENCE_END}\s+(?=[\"'“‘(\[]?[A-Z0-9•·\-–])")
 _ABBREV_TEXT = (

@@ -102,6 +102,25 @@ def withheld_head(markdown: str, flagged: Iterable[str] = ()) -> str:
     return markdown.replace(CHAIN_HEAD, head, 1)
 
 
+def heads_kept(markdown: str, flagged: Iterable[str] = ()) -> str:
+    """``markdown`` after sentences were removed from it: its chain's head, with no link left
+    under it, goes (and the blank line before it); a withheld chain's head says again whether
+    a link left holds one of the ``flagged`` sentences (:func:`withheld_head`)."""
+    lines = markdown.split("\n")
+    at = next((i for i, line in enumerate(lines) if line.strip() in _HEADS), None)
+    if at is None:
+        return markdown
+    if not chain_lines(markdown):
+        start = at - 1 if at > 0 and not lines[at - 1].strip() else at
+        return "\n".join(lines[:start] + lines[at + 1 :])
+    if lines[at].strip() == CHAIN_HEAD:
+        return markdown
+    said = [f for f in flagged if f]
+    mixed = any(s in line for line in chain_lines(markdown) for s in said)
+    lines[at] = CHAIN_HEAD_WITHHELD_FLAGGED if mixed else CHAIN_HEAD_WITHHELD
+    return "\n".join(lines)
+
+
 def _names(text: str, question: str) -> set[str]:
     """Names and figures ``text`` holds (capitalised words anywhere, figures), lower case,
     less function words and the question's own words."""

@@ -1,7 +1,8 @@
 """The checks a research draft goes through before it is a report, in order: citations resolved,
 fetched where they can be and repaired once by the writer (what still fails is removed);
 the post-draft stages (:mod:`core.research.pipeline`: narrowing and completing citations, the
-claim and support checks, an answer whose check fails marked not verified, answer consistency);
+claim and support checks, an answer whose check fails marked not verified, answer consistency,
+the claims the checks find unstated removed);
 flagged claims marked; links sanitised; citations renumbered with a Sources list; the status.
 
 A run's draft comes here from :mod:`core.research.run`; Ask's answers through
@@ -15,9 +16,10 @@ from collections.abc import Callable
 
 from core.errors import SourcebookError
 from core.evidence import Evidence
-from core.research import chain, support, writer
+from core.research import chain, drafts, support, writer
 from core.research.arithmetic import calculations, is_change
 from core.research.citations import (
+    REMOVED,
     CitationChecker,
     bracket_labels,
     check_claims,
@@ -26,6 +28,7 @@ from core.research.citations import (
     excerpt,
     mark_flagged,
     narrow_citations,
+    without_unstated,
 )
 from core.research.consistency import other_answers
 from core.research.context import RunContext
@@ -182,6 +185,13 @@ def finish_draft(
         )
         st.flagged += others
         record(ctx, "answer_consistency", {"flagged": [excerpt(f.sentence) for f in others]})
+    if stage_on(ctx, "unstated_claims"):
+        before = text
+        text, st.flagged = without_unstated(text, st.flagged, writer.ANSWER_MARK)
+        if text != before:
+            left = chain.heads_kept(text, (f.sentence for f in st.flagged))
+            text = drafts.numbered_from_one(left)
+        record(ctx, "unstated_claims", changes(before, text))
     if st.answer_withheld and stage_on(ctx, "asked_read"):
         before = text
         said = chain.asked_read(text, st.question, as_read, citable)
@@ -194,6 +204,12 @@ def finish_draft(
             "the sources do state."
         )
     body_flags = [f for f in st.flagged if f.sentence in text]
+    dropped = [f for f in st.flagged if f.reason.startswith(REMOVED)]
+    if dropped:
+        st.reasons.append(
+            f"{len(dropped)} claim(s) their cited passages do not state were removed (listed "
+            "under Flagged claims)."
+        )
     if body_flags:
         st.reasons.append(
             f"{len(body_flags)} claim(s) are uncited or not clearly supported by their citation "

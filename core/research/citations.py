@@ -26,7 +26,7 @@ from core.evidence import Evidence
 from core.research.arithmetic import CONSTANTS, Calculation, calculations
 from core.research.schemas import CitationRecord, FlaggedClaim, RemovedCitation
 from core.research.terms import key_terms, normalised, terms_missing
-from core.text import NUMBER_RE, sentence_ranges
+from core.text import LIST_MARK, NUMBER_RE, sentence_ranges
 from graph.ids import CITED_ID_RE, parse_evidence_id
 from graph.schemas import Document
 
@@ -473,6 +473,7 @@ def check_claims(
                     sentence=sentence,
                     evidence_ids=ids,
                     reason="not in the cited text: " + ", ".join(missing[:6]),
+                    unstated=True,
                 )
             )
             continue
@@ -481,7 +482,9 @@ def check_claims(
                 f"its own citations lack {', '.join(assembled[sentence][:6])}; the passages "
                 "added for them do not hold the whole claim"
             )
-            flagged.append(FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason))
+            flagged.append(
+                FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason, unstated=True)
+            )
             continue
         items.append((sentence, ids, " ".join(texts)))
         claim = CITED_ID_RE.sub(" ", sentence)
@@ -581,6 +584,42 @@ def mark_flagged(markdown: str, flagged: list[FlaggedClaim]) -> str:
             end = at + len(f.sentence)
             markdown = f"{markdown[:end]} ⚠{markdown[end:]}"
     return markdown
+
+
+REMOVED = "removed from the report: "
+
+
+def without_unstated(
+    markdown: str, flagged: list[FlaggedClaim], keep_lines: str
+) -> tuple[str, list[FlaggedClaim]]:
+    """``markdown`` without the sentences the checks find their cited passages do not state
+    (:attr:`FlaggedClaim.unstated`), and ``flagged`` with those flags saying so (:data:`REMOVED`
+    before the reason; the reader still sees what was said and why it went). A line starting
+    with ``keep_lines`` (the answer line) keeps its sentences: a withheld answer stays in view as
+    a lead. A line left with no sentence goes (a list item with its mark); a table row stays."""
+    drop = {f.sentence for f in flagged if f.unstated}
+    if not drop:
+        return markdown, flagged
+    out: list[str] = []
+    gone: set[str] = set()
+    for line in markdown.split("\n"):
+        if line.lstrip().startswith(keep_lines) or line.lstrip().startswith("|"):
+            out.append(line)
+            continue
+        said = [x for x, _ln in _sentences(line)]
+        kept = [x for x in said if x not in drop]
+        gone |= set(said) - set(kept)
+        if len(kept) == len(said):
+            out.append(line)
+        elif kept:
+            mark = LIST_MARK.match(line)
+            lead = mark.group(0) if mark else line[: len(line) - len(line.lstrip())]
+            out.append(lead + " ".join(k.strip() for k in kept).removeprefix(lead.strip()).lstrip())
+    marked = [
+        f.model_copy(update={"reason": REMOVED + f.reason}) if f.sentence in gone else f
+        for f in flagged
+    ]
+    return "\n".join(out), marked
 
 
 # ----------------------------------------------------------------------------- credibility

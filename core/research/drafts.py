@@ -22,13 +22,12 @@ from core.research.context import RunContext
 from core.research.pipeline import stage_on
 from core.research.terms import key_terms, terms_missing
 from core.research.words import content_words
-from core.text import SENTENCE_END, line_sentence_ranges, sentence_ranges
+from core.text import LIST_MARK, SENTENCE_END, line_sentence_ranges, sentence_ranges
 
 _CITES = re.compile(r"\[[^\]\n]*\]")
 _WORDS = re.compile(r"\w+")
 _ENDED = re.compile(rf"({SENTENCE_END}[ \t]*|\n\s*)$")
 _SENTENCE_ENDED = re.compile(rf"{SENTENCE_END}$")
-_LIST_MARK = re.compile(r"\s*(?:[-*•]|\d+[.)])\s+")
 
 
 MIN_REPEAT_CHARS = 20  # shorter sentences ("See note 4.") may recur
@@ -203,7 +202,7 @@ def _keeping(line: str, keep: Callable[[str], bool]) -> str | None:
         return line
     if not kept:
         return None
-    mark = _LIST_MARK.match(line)
+    mark = LIST_MARK.match(line)
     lead = mark.group(0) if mark else line[: len(line) - len(line.lstrip())]
     rest = " ".join(k.strip() for k in kept).removeprefix(lead.strip()).lstrip()
     return lead + rest if re.search(r"\w", rest) else None  # not a bare list mark
@@ -307,7 +306,7 @@ def without_passage_talk(draft: str) -> str:
 
 
 def _plain_sentence(sentence: str, *, at_line_start: bool) -> str:
-    mark = _LIST_MARK.match(sentence) if at_line_start else None
+    mark = LIST_MARK.match(sentence) if at_line_start else None
     lead = mark.group(0) if mark else ""
     said = sentence[len(lead) :]
     if label := _LABEL.match(said):

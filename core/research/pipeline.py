@@ -54,6 +54,10 @@ STAGES: dict[str, str] = {
     "worked_change": "flag an answer worked out as a change when the question asks for another",
     "withhold_answer": "mark an answer line a check flags as not verified, in words",
     "answer_consistency": "flag body sentences answering the question otherwise than the answer",
+    "unstated_claims": (
+        "drop body sentences whose cited passages the checks find do not state them (a name or "
+        "figure not in them, or the support check's no), listed under Flagged claims as removed"
+    ),
     "asked_read": (
         "under a withheld answer, a read passage's sentence on each thing the question names "
         "that no cited passage names"

@@ -429,6 +429,9 @@ class FlaggedClaim(BaseModel):
     sentence: str
     evidence_ids: list[str]
     reason: str
+    #: The checks find its cited passages do not state it: a name or figure it asserts is not
+    #: in them, or the support check answers no (not a weak match, a part, or an unsure yes).
+    unstated: bool = False
 
 
 class Report(BaseModel):

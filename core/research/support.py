@@ -390,7 +390,12 @@ def change_flag(
 def flags(judgements: list[Judgement]) -> list[FlaggedClaim]:
     """The judgements below the floor, as flagged claims."""
     return [
-        FlaggedClaim(sentence=j.sentence, evidence_ids=j.evidence_ids, reason=j.reason())
+        FlaggedClaim(
+            sentence=j.sentence,
+            evidence_ids=j.evidence_ids,
+            reason=j.reason(),
+            unstated=not j.unjudged and j.choice.option == "no",
+        )
         for j in judgements
         if not j.supported
     ]
