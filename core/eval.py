@@ -264,8 +264,15 @@ class Evaluator:
             res.numeric_match = numeric_match(report.markdown, q.answers[0])
         res.removed_citations = len(report.removed_citations)
         res.flagged_claims = len(report.flagged_claims)
+        res.removed_claims = sum(f.removed for f in report.flagged_claims)
         res.trust = score_trust(
-            self.dataset, report.markdown, report.status, res.answer, q.answers, res.flagged_claims
+            self.dataset,
+            report.markdown,
+            report.status,
+            res.answer,
+            q.answers,
+            res.flagged_claims,
+            res.removed_claims,
         )
         res.citations = len(report.citations)
         res.checks, res.invalid_reasons = self.check_citations(report, fetched, set(gold))
@@ -483,7 +490,13 @@ def rescore(result: Mapping[str, Any], answers: Mapping[str, Sequence[str]]) -> 
         trust = None
         if r.error is None:
             trust = score_trust(
-                dataset, r.report_markdown, r.status, r.answer, answers[r.qid], r.flagged_claims
+                dataset,
+                r.report_markdown,
+                r.status,
+                r.answer,
+                answers[r.qid],
+                r.flagged_claims,
+                r.removed_claims,
             )
             trusts.append(trust)
             if dataset == "financebench":

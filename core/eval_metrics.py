@@ -292,10 +292,11 @@ def score_trust(
     answer: AnswerScore,
     golds: Sequence[str],
     flagged_claims: int,
+    removed_claims: int = 0,
 ) -> QuestionTrust:
     """The trust figures of one report: ``answer`` is its scored answer (:func:`score_answer`),
-    ``golds`` the gold answer then its aliases, ``flagged_claims`` what the claim check
-    flagged."""
+    ``golds`` the gold answer then its aliases, ``flagged_claims`` what the checks flagged,
+    ``removed_claims`` how many of those were taken out of the report (still claims checked)."""
     flagged = answer_flagged(markdown)
     numeric = None
     if dataset == "financebench" and golds and answer.first:
@@ -304,7 +305,7 @@ def score_trust(
         right = numeric
     else:
         right = bool(answer.first) and token_f1(answer.first, golds) >= RIGHT_F1
-    claims = max(claim_count(markdown), flagged_claims)
+    claims = max(claim_count(markdown) + removed_claims, flagged_claims)
     return QuestionTrust(
         answer_flagged=flagged,
         asserted=bool(answer.first)
@@ -381,6 +382,7 @@ class QuestionResult(BaseModel):
     invalid_reasons: list[str] = Field(default_factory=list)
     removed_citations: int = 0
     flagged_claims: int = 0
+    removed_claims: int = 0
     trust: QuestionTrust | None = Field(
         None, description="None for a failed run, or a result scored before these figures."
     )

@@ -120,17 +120,20 @@ def sentence_start(text: str, end: int) -> int:
 def link_flags(markdown: str, flagged: list[FlaggedClaim]) -> str:
     """``markdown`` with each "⚠" mark turned into a ``flag:<i>`` link to the flagged claim it
     stands for: the claim whose words overlap most with the sentence before the mark, each
-    claim used once while another fits as well (a sentence written twice has two marks)."""
+    claim used once while another fits as well (a sentence written twice has two marks), none
+    removed from the report."""
     if not flagged:
         return markdown
     claims = [_words(plain_claim(f.sentence)) for f in flagged]
+    # a claim removed from the report has no mark in it
+    shown = [i for i, f in enumerate(flagged) if not f.removed] or list(range(len(flagged)))
     used: dict[int, int] = {}
     out: list[str] = []
     last = 0
     for m in _FLAG_MARK.finditer(markdown):
         sentence = _words(markdown[sentence_start(markdown, m.start()) : m.start()])
         best = max(
-            range(len(flagged)),
+            shown,
             key=lambda i: (len(sentence & claims[i]), -used.get(i, 0), -i),
         )
         used[best] = used.get(best, 0) + 1

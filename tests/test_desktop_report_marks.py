@@ -143,6 +143,12 @@ def test_headline_in_words_for_each_outcome() -> None:
     ]
     linked = link_flags("Ships came in 2019 [1]. ⚠ Rail opened in 1887 [2]. ⚠", flags)
     assert linked == "Ships came in 2019 [1]. [⚠](flag:1) Rail opened in 1887 [2]. [⚠](flag:0)"
+    # a claim removed from the report is listed, not marked in it: no mark links to it
+    gone = FlaggedClaim(
+        sentence="Ships came in 2019 and 2020 [ev1:cc].", evidence_ids=[], reason="r3", removed=True
+    )
+    linked = link_flags("Ships came in 2019 [1]. ⚠ Rail opened in 1887 [2]. ⚠", [gone, *flags])
+    assert linked == "Ships came in 2019 [1]. [⚠](flag:2) Rail opened in 1887 [2]. [⚠](flag:1)"
 
 
 def _card_pdf(path: Path, title: str, text: str) -> Path:

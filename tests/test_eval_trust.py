@@ -36,10 +36,11 @@ def _trust(
     *,
     status: str = "answered",
     flagged: int = 0,
+    removed: int = 0,
     dataset: Any = "musique",
 ) -> QuestionTrust:
     answer = score_answer(markdown, golds)
-    return score_trust(dataset, markdown, status, answer, golds, flagged)
+    return score_trust(dataset, markdown, status, answer, golds, flagged, removed)
 
 
 def test_right_asserted_answer() -> None:
@@ -73,6 +74,18 @@ def test_wrong_flagged_answer_abstains_and_is_not_confidently_wrong() -> None:
     s = summarize_trust([t])
     assert (s.asserted, s.abstained, s.confidently_wrong) == (0, 1, 0)
     assert s.selective_accuracy is None  # nothing asserted
+
+
+def test_a_claim_removed_from_the_report_is_still_a_claim_checked_and_flagged() -> None:
+    md = (
+        "**Answer:** Alice Grant [1].\n\nShe was the society's first president [1].\n\n"
+        "## Flagged claims\n\n- ⚠ “She founded it in 1901.”: removed from the report: not in "
+        "the cited text: 1901" + SOURCES
+    )
+    t = _trust(md, flagged=1, removed=1)
+    assert t.asserted and t.right
+    assert (t.claims, t.supported_claims) == (3, 2)
+    assert _trust(md, flagged=1).claims == 2  # counted from the report alone, it would be lost
 
 
 def test_flag_on_a_later_sentence_of_the_answer_line_leaves_the_answer_asserted() -> None:

@@ -21,8 +21,8 @@ from core.research.chain import (
     chain_lines,
     without_heading,
 )
-from core.research.citations import check_claims, complete_citations
-from core.research.schemas import ResearchLimits
+from core.research.citations import REMOVED, check_claims, complete_citations, without_unstated
+from core.research.schemas import FlaggedClaim, ResearchLimits
 from core.service import Sourcebook
 from models.llm import ChatMessage, Choice
 from models.scripted import ScriptedLLM
@@ -65,6 +65,57 @@ def test_chain_block_lists_one_cited_fact_per_step() -> None:
     assert CHAIN_HEAD_WITHHELD_FLAGGED in marked and chain_lines(marked) == chain_lines(md)
     assert CHAIN_HEAD_WITHHELD in chain.withheld_head(md, [f"{MARK} the Dravin River."])
     assert chain_lines("no chain here [ev1].") == []
+
+
+def test_unstated_sentences_go_and_the_chain_head_says_what_is_left() -> None:
+    ID3 = "ev1:00000000000000a3"
+    md = report().replace(CHAIN_HEAD, CHAIN_HEAD_WITHHELD_FLAGGED)
+    md += f" Kelmor was founded in 1901 [{ID3}]. It has a mill [{ID1}]."
+    texts = {
+        ID1: evidence(ID1, f"{FACT1}. Kelmor lies in a valley. It has a mill."),
+        ID2: evidence(ID2, f"{FACT2}."),
+        ID3: evidence(ID3, "Kelmor was founded by Ellen Park."),
+    }
+    flagged = check_claims(md, texts.get, None, Q, answer_lines=MARK)
+    # a figure its passage lacks: unstated; the flag names what is missing
+    assert [(f.unstated, f.reason) for f in flagged] == [(True, "not in the cited text: 1901")]
+    weak = FlaggedClaim(sentence=f"It has a mill [{ID1}].", evidence_ids=[ID1], reason="weak")
+    said = f"- {FACT2} [{ID2}]."
+    no = FlaggedClaim(sentence=said, evidence_ids=[ID2], reason="no", unstated=True)
+    answer = FlaggedClaim(
+        sentence=f"{MARK} the Dravin River [{ID2}].", evidence_ids=[ID2], reason="a", unstated=True
+    )
+    text, marked = without_unstated(md, [*flagged, weak, no, answer], MARK)
+    # the answer line stays (a lead); a flag that is no finding of absence stays in view
+    assert text.splitlines()[0] == f"{MARK} the Dravin River [{ID2}]."
+    assert f"It has a mill [{ID1}]." in text and "1901" not in text and said not in text
+    assert text.endswith(f"Kelmor lies in a valley [{ID1}]. It has a mill [{ID1}].")
+    assert [f.reason for f in marked] == [
+        f"{REMOVED}not in the cited text: 1901",
+        "weak",
+        f"{REMOVED}no",
+        "a",
+    ]
+    # one link left, unflagged: the head says the sources state it
+    assert chain_lines(chain.heads_kept(text, [f.sentence for f in marked])) == [
+        f"- {FACT1} [{ID1}]."
+    ]
+    assert CHAIN_HEAD_WITHHELD in chain.heads_kept(text, [f.sentence for f in marked])
+    assert CHAIN_HEAD_WITHHELD_FLAGGED in chain.heads_kept(text, [f"- {FACT1} [{ID1}]."])
+    # no link left: the head goes with the blank line before it
+    first = FlaggedClaim(
+        sentence=f"- {FACT1} [{ID1}].", evidence_ids=[ID1], reason="x", unstated=True
+    )
+    bare, _ = without_unstated(text, [first], MARK)
+    kept = chain.heads_kept(bare)
+    assert chain_lines(kept) == [] and not any(h in kept for h in (CHAIN_HEAD_WITHHELD,))
+    assert kept.splitlines()[:2] == [f"{MARK} the Dravin River [{ID2}].", ""]
+    # a report that would be left citing nothing keeps its flagged sentences
+    alone = f"Kelmor was founded in 1901 [{ID3}]."
+    assert without_unstated(alone, flagged, MARK) == (alone, flagged)
+    # a stated answer's chain keeps its head; nothing unstated changes nothing
+    assert chain.heads_kept(report()) == report()
+    assert without_unstated(md, [weak], MARK) == (md, [weak])
 
 
 def test_a_fact_that_copied_its_passages_heading_loses_it() -> None:
@@ -447,12 +498,35 @@ def test_run_withholds_an_answer_whose_chain_breaks_and_keeps_what_the_sources_s
     out = _two_hop_run(chain_app, "chain-broken", ["no", "yes", "no"], shorts=shorts)
     lines = out.markdown.splitlines()
     assert unverified(lines[0])
+    # the link judged "no" is no longer in the report, so the head says the sources state
+    # the link left; the flag says it was removed and why
+    assert CHAIN_HEAD_WITHHELD in lines and CHAIN_HEAD_WITHHELD_FLAGGED not in lines
+    assert lines[lines.index(CHAIN_HEAD_WITHHELD) + 1].startswith(f"- {FACT1} [")
+    body = out.markdown.split("## Flagged claims")[0]
+    assert RETOLD not in body
+    gone = [f for f in out.flagged_claims if RETOLD in f.sentence]
+    assert len(gone) == 1 and gone[0].unstated and gone[0].removed
+    assert gone[0].reason.startswith(REMOVED)
+    assert f"{REMOVED}the cited passages do not state this" in out.markdown
+    assert any("were removed" in r for r in out.status_reasons)
+    assert out.status == "insufficient_evidence"
+    assert not any(FACT1 in f.sentence for f in out.flagged_claims)
+
+
+def test_with_unstated_claims_off_a_broken_link_stays_in_view_flagged(
+    chain_app: Sourcebook,
+) -> None:
+    retold = [STEPS[0], {**STEPS[1], "fact": RETOLD}]
+    shorts = [_short(retold, "the Dravin River", ["E2"])]
+    off = LIM.model_copy(update={"stages_off": ["unstated_claims"]})
+    out = _two_hop_run(chain_app, "chain-broken-kept", ["no", "yes", "no"], off, shorts)
+    lines = out.markdown.splitlines()
+    assert unverified(lines[0])
     # a link is flagged, so the head does not say the sources state every link
     assert CHAIN_HEAD_WITHHELD_FLAGGED in lines
     assert CHAIN_HEAD not in lines and CHAIN_HEAD_WITHHELD not in lines
-    assert out.status == "insufficient_evidence"
-    assert any(RETOLD in f.sentence for f in out.flagged_claims)
-    assert not any(FACT1 in f.sentence for f in out.flagged_claims)
+    assert any(RETOLD in ln and ln.endswith("⚠") for ln in lines)
+    assert not any(f.reason.startswith(REMOVED) for f in out.flagged_claims)
 
 
 def test_run_withholds_an_answer_none_of_whose_links_stands_without_judging_it_whole(

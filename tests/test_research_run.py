@@ -515,11 +515,12 @@ def test_claim_support_flags_unsupported_numbers(research_app: Sourcebook) -> No
     reason = report.flagged_claims[0].reason
     assert "9900" in reason and "2017" in reason and "Brooks" in reason
     assert "⚠" in report.markdown and "## Flagged claims" in report.markdown
-    # the list quotes the sentence it flags
-    assert "- ⚠ “Northport handled 9,900 ships in 2017 under Admiral Brooks.”: not in" in (
-        report.markdown
-    )
-    assert report.status == "partial"
+    # the sentence naming what its passage lacks is out of the report; the list quotes it
+    # and says so
+    assert "9,900" not in report.markdown.split("## Flagged claims")[0]
+    said = "- ⚠ “Northport handled 9,900 ships in 2017 under Admiral Brooks.”: removed from the"
+    assert f"{said} report: not in the cited text: " in report.markdown
+    assert report.flagged_claims[0].removed and report.status == "partial"
 
 
 def test_boundary_enforced_by_every_tool(research_app: Sourcebook) -> None:

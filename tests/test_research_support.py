@@ -283,6 +283,24 @@ def test_a_link_copying_a_statement_row_is_stated_without_asking_the_model() -> 
     assert [j.sentence for j in judged if j.quoted] == [f"- Harbor fees (2017: $1,480) [{a}]."]
 
 
+def test_only_a_sure_no_makes_a_claim_unstated() -> None:
+    def judged(option: str, yes: float) -> support.Judgement:
+        rest = (1 - yes) / 2
+        return support.Judgement(
+            "s",
+            ["ev1:aa"],
+            Choice(option=option, probabilities={"yes": yes, "partly": rest, "no": rest}),
+        )
+
+    flags = support.flags(
+        [judged("no", 0.05), judged("no", 0.3), judged("partly", 0.05), judged("yes", 0.5)]
+    )
+    assert [f.unstated for f in flags] == [True, False, False, False]
+    assert all(not f.removed for f in flags)
+    unjudged = support.Judgement("s", [], Choice(option="no", probabilities={}), unjudged="why")
+    assert support.flags([unjudged])[0].unstated is False
+
+
 def test_support_is_the_probability_of_yes() -> None:
     j = support.Judgement(
         "s", [], Choice(option="partly", probabilities={"yes": 0.3, "partly": 0.4, "no": 0.3})

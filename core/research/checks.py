@@ -19,7 +19,6 @@ from core.evidence import Evidence
 from core.research import chain, drafts, support, writer
 from core.research.arithmetic import calculations, is_change
 from core.research.citations import (
-    REMOVED,
     CitationChecker,
     bracket_labels,
     check_claims,
@@ -204,7 +203,7 @@ def finish_draft(
             "the sources do state."
         )
     body_flags = [f for f in st.flagged if f.sentence in text]
-    dropped = [f for f in st.flagged if f.reason.startswith(REMOVED)]
+    dropped = [f for f in st.flagged if f.removed]
     if dropped:
         st.reasons.append(
             f"{len(dropped)} claim(s) their cited passages do not state were removed (listed "

@@ -482,9 +482,7 @@ def check_claims(
                 f"its own citations lack {', '.join(assembled[sentence][:6])}; the passages "
                 "added for them do not hold the whole claim"
             )
-            flagged.append(
-                FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason, unstated=True)
-            )
+            flagged.append(FlaggedClaim(sentence=sentence, evidence_ids=ids, reason=reason))
             continue
         items.append((sentence, ids, " ".join(texts)))
         claim = CITED_ID_RE.sub(" ", sentence)
@@ -596,7 +594,9 @@ def without_unstated(
     (:attr:`FlaggedClaim.unstated`), and ``flagged`` with those flags saying so (:data:`REMOVED`
     before the reason; the reader still sees what was said and why it went). A line starting
     with ``keep_lines`` (the answer line) keeps its sentences: a withheld answer stays in view as
-    a lead. A line left with no sentence goes (a list item with its mark); a table row stays."""
+    a lead. A line left with no sentence goes (a list item with its mark); a table row stays.
+    A report that would be left citing nothing keeps them all, flagged: an empty report tells
+    the reader less than the flags do."""
     drop = {f.sentence for f in flagged if f.unstated}
     if not drop:
         return markdown, flagged
@@ -615,8 +615,12 @@ def without_unstated(
             mark = LIST_MARK.match(line)
             lead = mark.group(0) if mark else line[: len(line) - len(line.lstrip())]
             out.append(lead + " ".join(k.strip() for k in kept).removeprefix(lead.strip()).lstrip())
+    if not any(CITED_ID_RE.search(line) for line in out):
+        return markdown, flagged  # nothing cited would be left: the flags stand, in view
     marked = [
-        f.model_copy(update={"reason": REMOVED + f.reason}) if f.sentence in gone else f
+        f.model_copy(update={"reason": REMOVED + f.reason, "removed": True})
+        if f.sentence in gone
+        else f
         for f in flagged
     ]
     return "\n".join(out), marked

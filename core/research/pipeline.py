@@ -56,7 +56,8 @@ STAGES: dict[str, str] = {
     "answer_consistency": "flag body sentences answering the question otherwise than the answer",
     "unstated_claims": (
         "drop body sentences whose cited passages the checks find do not state them (a name or "
-        "figure not in them, or the support check's no), listed under Flagged claims as removed"
+        "figure not in them, or the support check's sure no), listed as removed under Flagged "
+        "claims"
     ),
     "asked_read": (
         "under a withheld answer, a read passage's sentence on each thing the question names "

@@ -429,9 +429,11 @@ class FlaggedClaim(BaseModel):
     sentence: str
     evidence_ids: list[str]
     reason: str
-    #: The checks find its cited passages do not state it: a name or figure it asserts is not
-    #: in them, or the support check answers no (not a weak match, a part, or an unsure yes).
+    #: The checks find its cited passages do not state it: a name or figure it asserts is not in
+    #: them, or the support check's sure "no" (not a weak match, a part, an unsure yes or no).
     unstated: bool = False
+    #: Taken out of the report for being unstated (stage ``unstated_claims``); its reason says so.
+    removed: bool = False
 
 
 class Report(BaseModel):

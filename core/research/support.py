@@ -63,6 +63,12 @@ OPTIONS = ("yes", "partly", "no")
 #: chance: there it keeps confidently wrong answers few mostly by passing few answers
 #: (``bench/results/answer_likelihood_not_kept.json``).
 SUPPORT_FLOOR = 0.8
+#: p(yes) under which a claim judged "no" counts as unstated (:attr:`FlaggedClaim.unstated`) and
+#: leaves the report (stage ``unstated_claims``), a heavier step than a flag, so it takes a
+#: surer "no": in the calibration above no right single claim scored under .68 and a quarter of
+#: the wrong ones under .2 (both seeds); on the dev runs' statement tables the judge said "no"
+#: at .28-.42 to claims a reader finds right.
+UNSTATED_BELOW = 0.2
 ANSWER_FLOOR = 0.5
 #: Why an answer joining passages of several documents is flagged unjudged when no chain of
 #: checked links carries it: judged as a whole, such answers score no better than chance (above).
@@ -394,7 +400,7 @@ def flags(judgements: list[Judgement]) -> list[FlaggedClaim]:
             sentence=j.sentence,
             evidence_ids=j.evidence_ids,
             reason=j.reason(),
-            unstated=not j.unjudged and j.choice.option == "no",
+            unstated=not j.unjudged and j.choice.option == "no" and j.support < UNSTATED_BELOW,
         )
         for j in judgements
         if not j.supported
