@@ -81,10 +81,12 @@ CHECKED_QUESTION = (
 )
 
 
-@pytest.fixture
-def checked_report(make_service: MakeService) -> tuple[Sourcebook, Report, dict[str, str]]:
-    """A run whose report has two passages of one document (both [1]), a flagged claim and a
-    removed citation."""
+def run_checked(
+    make_service: MakeService, task: str, **limits: object
+) -> tuple[Sourcebook, Report, dict[str, str]]:
+    """Task ``task``: a run whose draft has two passages of one document (both [1]), a claim
+    naming what its passage lacks, and a citation of a passage never read; ``limits`` change
+    the settings'."""
     planner, researcher, writer = ScriptedLLM(), ScriptedLLM(), ScriptedLLM()
     svc = make_service(planner=planner, researcher=researcher, writer=writer)
     ids = {"ships": pid_with(svc, "4,200 ships"), "park": pid_with(svc, "Ellen Park")}
@@ -106,7 +108,14 @@ def checked_report(make_service: MakeService) -> tuple[Sourcebook, Report, dict[
         "Northport handled 9,900 ships in 2017 under Admiral Brooks [E1]."
     )
     writer.enqueue([body + " See also [E7].", body + " See also [E7]."])
-    report = svc.research(CHECKED_QUESTION, task="checked")
+    report = svc.research(CHECKED_QUESTION, task=task, limits=svc.research_limits(**limits))
     assert {c.evidence_id for c in report.citations} == set(ids.values())
     assert report.flagged_claims and report.removed_citations
     return svc, report, ids
+
+
+@pytest.fixture
+def checked_report(make_service: MakeService) -> tuple[Sourcebook, Report, dict[str, str]]:
+    """:func:`run_checked` with unstated_claims off: the claim naming what its passage lacks
+    stays in the report, flagged, for the views' flag markers (on, it is only listed)."""
+    return run_checked(make_service, "checked", stages_off=["unstated_claims"])

@@ -15,9 +15,11 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from desktop_research_fixtures import (
+    MakeService,
     checked_report,  # noqa: F401 - fixture
     desktop_library,  # noqa: F401 - fixture
     make_service,  # noqa: F401 - fixture
+    run_checked,
 )
 from PySide6.QtCore import QEvent, QPoint
 from PySide6.QtGui import QHelpEvent, QTextCursor
@@ -42,6 +44,19 @@ def flagged_run(
     _svc, report, ids = checked_report
     assert report.status == "partial"
     return report, ids
+
+
+def test_a_claim_removed_from_the_report_is_listed_not_marked(
+    qtbot: Any, make_service: MakeService
+) -> None:
+    _svc, report, _ids = run_checked(make_service, "checked-removed")  # every stage on
+    gone = [f for f in report.flagged_claims if "9,900" in f.sentence]
+    assert len(gone) == 1 and gone[0].removed
+    view = _view(qtbot, report)
+    assert "9,900" not in view.browser.toPlainText()
+    assert all("9,900" not in sentence for _i, sentence in view.flag_markers())
+    listed = [view.flagged.item(i).text() for i in range(view.flagged.count())]
+    assert any("9,900" in t and "removed from the report" in t for t in listed), listed
 
 
 def _view(qtbot: Any, report: Report) -> ReportView:
