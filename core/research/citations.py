@@ -614,7 +614,9 @@ def without_unstated(
         elif kept:
             mark = LIST_MARK.match(line)
             lead = mark.group(0) if mark else line[: len(line) - len(line.lstrip())]
-            out.append(lead + " ".join(k.strip() for k in kept).removeprefix(lead.strip()).lstrip())
+            rest = " ".join(k.strip() for k in kept).removeprefix(lead.strip()).lstrip()
+            if re.search(r"\w", rest):  # not a bare list mark
+                out.append(lead + rest)
     if not any(CITED_ID_RE.search(line) for line in out):
         return markdown, flagged  # nothing cited would be left: the flags stand, in view
     marked = [
