@@ -108,8 +108,6 @@ def figures(text: str) -> list[str]:
 
 SENTENCE_END = r"[.!?…]+[\"'”’)\]]*"
 """Pattern of what ends a sentence: its punctuation and any closing quotes or brackets."""
-#: A list item's mark at the start of a line, with the space after it ("- ", "2. ", "• ").
-LIST_MARK = re.compile(r"\s*(?:[-*•]|\d+[.)])\s+")
 # Sentence ends: punctuation, optional closing quotes/brackets, whitespace, then a likely start.
 _SENT_END = re.compile(rf"{SENTENCE_END}\s+(?=[\"'“‘(\[]?[A-Z0-9•·\-–])")
 _ABBREV_TEXT = (
@@ -164,6 +162,19 @@ def line_sentence_ranges(text: str) -> list[tuple[int, int]]:
         ranges += sentence_ranges(text, start, start + len(line))
         start += len(line)
     return ranges
+
+
+#: A list item's mark at the start of a line, with the space after it ("- ", "2. ", "• ").
+LIST_MARK = re.compile(r"\s*(?:[-*•]|\d+[.)])\s+")
+
+
+def rejoined(line: str, kept: list[str]) -> str | None:
+    """``line`` made again of ``kept``, the sentences of it that stay: its indent and list mark
+    stay when its first sentence goes; None when none stays, or only a list mark would."""
+    mark = LIST_MARK.match(line)
+    lead = mark.group(0) if mark else line[: len(line) - len(line.lstrip())]
+    rest = " ".join(k.strip() for k in kept).removeprefix(lead.strip()).lstrip()
+    return lead + rest if re.search(r"\w", rest) else None
 
 
 def split_sentences(text: str) -> list[str]:

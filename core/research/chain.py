@@ -96,10 +96,14 @@ def link_sentences(markdown: str) -> list[str]:
 def withheld_head(markdown: str, flagged: Iterable[str] = ()) -> str:
     """``markdown`` with its chain's head saying the links are what the sources state, or,
     when a link holds one of the ``flagged`` sentences, that the unmarked links are."""
+    return markdown.replace(CHAIN_HEAD, _withheld(markdown, flagged), 1)
+
+
+def _withheld(markdown: str, flagged: Iterable[str]) -> str:
+    """The head of ``markdown``'s withheld chain: flagged when a link holds one of ``flagged``."""
     said = [f for f in flagged if f]
     mixed = any(s in line for line in chain_lines(markdown) for s in said)
-    head = CHAIN_HEAD_WITHHELD_FLAGGED if mixed else CHAIN_HEAD_WITHHELD
-    return markdown.replace(CHAIN_HEAD, head, 1)
+    return CHAIN_HEAD_WITHHELD_FLAGGED if mixed else CHAIN_HEAD_WITHHELD
 
 
 def heads_kept(markdown: str, flagged: Iterable[str] = ()) -> str:
@@ -115,9 +119,7 @@ def heads_kept(markdown: str, flagged: Iterable[str] = ()) -> str:
         return "\n".join(lines[:start] + lines[at + 1 :])
     if lines[at].strip() == CHAIN_HEAD:
         return markdown
-    said = [f for f in flagged if f]
-    mixed = any(s in line for line in chain_lines(markdown) for s in said)
-    lines[at] = CHAIN_HEAD_WITHHELD_FLAGGED if mixed else CHAIN_HEAD_WITHHELD
+    lines[at] = _withheld(markdown, flagged)
     return "\n".join(lines)
 
 

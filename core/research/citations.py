@@ -26,7 +26,7 @@ from core.evidence import Evidence
 from core.research.arithmetic import CONSTANTS, Calculation, calculations
 from core.research.schemas import CitationRecord, FlaggedClaim, RemovedCitation
 from core.research.terms import key_terms, normalised, terms_missing
-from core.text import LIST_MARK, NUMBER_RE, sentence_ranges
+from core.text import NUMBER_RE, rejoined, sentence_ranges
 from graph.ids import CITED_ID_RE, parse_evidence_id
 from graph.schemas import Document
 
@@ -609,14 +609,9 @@ def without_unstated(
         said = [x for x, _ln in _sentences(line)]
         kept = [x for x in said if x not in drop]
         gone |= set(said) - set(kept)
-        if len(kept) == len(said):
-            out.append(line)
-        elif kept:
-            mark = LIST_MARK.match(line)
-            lead = mark.group(0) if mark else line[: len(line) - len(line.lstrip())]
-            rest = " ".join(k.strip() for k in kept).removeprefix(lead.strip()).lstrip()
-            if re.search(r"\w", rest):  # not a bare list mark
-                out.append(lead + rest)
+        left = line if len(kept) == len(said) else rejoined(line, kept)
+        if left is not None:
+            out.append(left)
     if not any(CITED_ID_RE.search(line) for line in out):
         return markdown, flagged  # nothing cited would be left: the flags stand, in view
     marked = [

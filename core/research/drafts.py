@@ -22,7 +22,7 @@ from core.research.context import RunContext
 from core.research.pipeline import stage_on
 from core.research.terms import key_terms, terms_missing
 from core.research.words import content_words
-from core.text import LIST_MARK, SENTENCE_END, line_sentence_ranges, sentence_ranges
+from core.text import LIST_MARK, SENTENCE_END, line_sentence_ranges, rejoined, sentence_ranges
 
 _CITES = re.compile(r"\[[^\]\n]*\]")
 _WORDS = re.compile(r"\w+")
@@ -200,12 +200,7 @@ def _keeping(line: str, keep: Callable[[str], bool]) -> str | None:
     kept = [x for x in said if keep(x)]
     if len(kept) == len(said) or line.lstrip().startswith("|"):
         return line
-    if not kept:
-        return None
-    mark = LIST_MARK.match(line)
-    lead = mark.group(0) if mark else line[: len(line) - len(line.lstrip())]
-    rest = " ".join(k.strip() for k in kept).removeprefix(lead.strip()).lstrip()
-    return lead + rest if re.search(r"\w", rest) else None  # not a bare list mark
+    return rejoined(line, kept)
 
 
 # Talk about the writing, not the subject: "This answer shape covers the key points:", "To
